@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/sluicehq/sluice/engine/adapt"
+	"github.com/sluicehq/sluice/engine/tabular"
+)
+
+// Ingester persists the rows of input files as the items of new jobs, in
+// adaptive batches, before anything processes them (persist-first).
+type Ingester struct {
+	store    Store
+	notifier *Notifier
+	clock    Clock
+	log      *slog.Logger
+	cfg      adapt.IngestConfig
+}
+
+// IngesterConfig configures an Ingester.
+type IngesterConfig struct {
+	Store    Store
+	Notifier *Notifier
+	Clock    Clock
+	Logger   *slog.Logger
+	Batch    adapt.IngestConfig
+}
+
+// NewIngester validates the configuration and returns an ingester.
+func NewIngester(c IngesterConfig) (*Ingester, error) {
+	if c.Store == nil {
+		return nil, errors.New("ingester: no store")
+	}
+	batch := c.Batch.WithDefaults()
+	if err := batch.Validate(); err != nil {
+		return nil, Errorf(EINVALID, "%v", err)
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Ingester{store: c.Store, notifier: c.Notifier, clock: c.Clock, log: c.Logger.WithGroup("ingest"), cfg: batch}, nil
+}
+
+// IngestRequest describes one file to ingest.
+type IngestRequest struct {
+	UserID    int64
+	Pipeline  string
+	Name      string
+	Source    string
+	SourceRef string
+	FileID    int64
+	Priority  int
+	// Input is read once, streaming.
+	Input io.Reader
+	CSV   tabular.Options
+	// Progress, when set, is called after each committed batch with the
+	// number of rows stored so far.
+	Progress func(rows int64)
+}
+
+// IngestResult reports an ingest.
+type IngestResult struct {
+	Job *Job
+	// Rows is the number of items stored (SKIPPED rows included).
+	Rows    int64
+	Skipped int64
+	Took    time.Duration
+	// Batches and FinalBatch describe the adaptive batching.
+	Batches    int
+	FinalBatch int
+}
+
+// IngestCSV creates a job from a CSV stream. The job is QUEUED (or DONE when
+// no row needs processing) only once every row is durable. When the input
+// cannot be read as CSV, the job is FAILED with the line and the reason and
+// the error is returned with the job.
+func (g *Ingester) IngestCSV(ctx context.Context, req IngestRequest) (*IngestResult, error) {
+	if req.UserID == 0 {
+		u, err := g.store.DefaultUser(ctx)
+		if err != nil {
+			return nil, err
+		}
+		req.UserID = u.ID
+	}
+	if req.Pipeline == "" {
+		req.Pipeline = DefaultPipeline
+	}
+	pl, err := g.store.GetPipeline(ctx, req.Pipeline)
+	if IsNotFound(err) {
+		return nil, Errorf(EINVALID, "pipeline %q does not exist (see `sluice pipelines`)", req.Pipeline)
+	}
+	if err != nil {
+		return nil, err
+	}
+	start := g.clock.Now()
+	job, err := g.store.CreateJob(ctx, &CreateJobParams{
+		UserID: req.UserID, Pipeline: pl.Name, Name: req.Name, Source: req.Source, SourceRef: req.SourceRef,
+		FileID: req.FileID, Priority: req.Priority + pl.Priority, MaxAttempts: pl.MaxLeaseAttempts(), Now: start,
+	})
+	if err != nil {
+		return nil, err
+	}
+	log := g.log.With("job_id", job.ID)
+	log.Debug("job created", "state", job.State, "pipeline", pl.Name, "name", req.Name)
+	res := &IngestResult{Job: job}
+	if err := g.ingestRows(ctx, job.ID, req, res, log); err != nil {
+		reason := ErrorMessage(err)
+		var fe *tabular.FormatError
+		if errors.As(err, &fe) {
+			reason = fmt.Sprintf("%s: %s", displayName(req.Name), fe.Error())
+		} else if ctx.Err() != nil {
+			reason = "ingest interrupted: " + ctx.Err().Error()
+		} else if ErrorCode(err) == EINTERNAL {
+			reason = "ingest failed: " + err.Error()
+		}
+		// The failure must be recorded even when ctx is done.
+		failed, ferr := g.store.FailJob(context.WithoutCancel(ctx), &FailJobParams{JobID: job.ID, Reason: reason, Now: g.clock.Now()})
+		if ferr == nil {
+			res.Job = failed
+		}
+		log.Warn("ingest failed", "reason", reason, "rows", res.Rows)
+		if fe != nil {
+			return res, Errorf(EINVALID, "%s", reason)
+		}
+		return res, err
+	}
+	done, err := g.store.FinishIngest(ctx, &FinishIngestParams{JobID: job.ID, Now: g.clock.Now()})
+	if err != nil {
+		return res, err
+	}
+	res.Job = done
+	res.Took = g.clock.Now().Sub(start)
+	log.Debug("job ingested", "state", done.State, "rows", res.Rows, "skipped", res.Skipped, "took", res.Took)
+	g.notifier.Notify()
+	return res, nil
+}
+
+func displayName(name string) string {
+	if name == "" {
+		return "input"
+	}
+	return name
+}
+
+type rowBatch struct {
+	items []NewItem
+	bytes int
+}
+
+// ingestRows parses on one goroutine and inserts on this one, so that
+// parsing and encoding overlap with SQLite's work on a second core.
+func (g *Ingester) ingestRows(ctx context.Context, jobID int64, req IngestRequest, res *IngestResult, log *slog.Logger) error {
+	r, err := tabular.NewCSVReader(req.Input, req.CSV)
+	if err != nil {
+		return err
+	}
+	log.Debug("reading csv", "delimiter", string(r.Delimiter()), "encoding", r.Encoding(), "columns", len(r.Header()))
+	ctrl := adapt.NewIngest(g.cfg)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	batches := make(chan rowBatch, 2)
+	parseErr := make(chan error, 1)
+	go func() {
+		defer close(batches)
+		parseErr <- g.parse(ctx, r, ctrl, batches)
+	}()
+	for b := range batches {
+		t0 := time.Now()
+		err := g.store.InsertItems(ctx, &InsertItemsParams{JobID: jobID, Items: b.items, Now: g.clock.Now()})
+		ctrl.Observe(len(b.items), b.bytes, time.Since(t0), err)
+		if err != nil {
+			cancel()
+			for range batches {
+			}
+			<-parseErr
+			return fmt.Errorf("store rows: %w", err)
+		}
+		res.Batches++
+		res.Rows += int64(len(b.items))
+		for i := range b.items {
+			if b.items[i].Status == ItemSkipped {
+				res.Skipped++
+			}
+		}
+		if req.Progress != nil {
+			req.Progress(res.Rows)
+		}
+	}
+	res.FinalBatch = ctrl.Rows()
+	return <-parseErr
+}
+
+func (g *Ingester) parse(ctx context.Context, r *tabular.CSVReader, ctrl *adapt.Ingest, out chan<- rowBatch) error {
+	header, keys := r.Header(), r.Keys()
+	var seq int64
+	b := rowBatch{items: make([]NewItem, 0, ctrl.Rows())}
+	// Rows' JSON is appended to one buffer; items slice into it (a buffer
+	// that grows leaves earlier items on the old array, which they keep).
+	buf := make([]byte, 0, 64<<10)
+	send := func() error {
+		select {
+		case out <- b:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		b = rowBatch{items: make([]NewItem, 0, ctrl.Rows())}
+		buf = make([]byte, 0, max(cap(buf), 64<<10))
+		return nil
+	}
+	for {
+		row, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		seq++
+		start := len(buf)
+		buf = tabular.AppendObject(buf, header, row.Fields, false)
+		mid := len(buf)
+		buf = tabular.AppendObject(buf, keys, row.Fields, true)
+		it := NewItem{Seq: seq, Status: ItemPending}
+		it.Input = buf[start:mid:mid]
+		it.Normalized = buf[mid:len(buf):len(buf)]
+		if row.Err != "" {
+			it.Status = ItemSkipped
+			it.LastError = row.Err
+		}
+		b.items = append(b.items, it)
+		b.bytes += len(buf) - start
+		if len(b.items) >= ctrl.Rows() || b.bytes >= ctrl.MaxBytes() {
+			if err := send(); err != nil {
+				return err
+			}
+		}
+	}
+	if len(b.items) > 0 {
+		return send()
+	}
+	return nil
+}

@@ -1,0 +1,334 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is everything the engine needs from persistence. Implementations
+// live in storage/* and must pass storage/storetest. Methods that take a
+// Now use it for every timestamp they write, so tests control time.
+//
+// Errors: a missing row is ErrNotFound (wrapped is fine); a transition that
+// the current state does not allow is an *Error with ECONFLICT.
+type Store interface {
+	// Close releases the store's connections.
+	Close() error
+
+	// DefaultUser returns the local user that owns work submitted without
+	// an account (the CLI, the desktop window).
+	DefaultUser(ctx context.Context) (*User, error)
+
+	// PutPipeline creates or replaces a pipeline by name, bumping its
+	// version, and returns the stored pipeline.
+	PutPipeline(ctx context.Context, p *PutPipelineParams) (*Pipeline, error)
+	// GetPipeline returns the pipeline or ErrNotFound.
+	GetPipeline(ctx context.Context, name string) (*Pipeline, error)
+	// ListPipelines returns every pipeline ordered by name.
+	ListPipelines(ctx context.Context) ([]*Pipeline, error)
+
+	// CreateFile records an input file.
+	CreateFile(ctx context.Context, p *CreateFileParams) (*File, error)
+
+	// CreateJob creates a job in state INGESTING (invisible to workers).
+	CreateJob(ctx context.Context, p *CreateJobParams) (*Job, error)
+	// EnqueueJob creates a job with all its items in one transaction,
+	// QUEUED at once (DONE when no item is PENDING): the path for small
+	// submissions (API item lists, triggers) where latency matters.
+	EnqueueJob(ctx context.Context, p *EnqueueJobParams) (*Job, error)
+	// InsertItems appends a batch of items to an INGESTING job in one
+	// transaction, bumping the job's counters and heartbeat in it.
+	InsertItems(ctx context.Context, p *InsertItemsParams) error
+	// FinishIngest moves an INGESTING job to QUEUED with its final total.
+	FinishIngest(ctx context.Context, p *FinishIngestParams) (*Job, error)
+	// FailJob moves a job to FAILED with a reason (its input could not be
+	// read). Items already stored stay, unclaimable.
+	FailJob(ctx context.Context, p *FailJobParams) (*Job, error)
+	// FailStaleIngests fails INGESTING jobs whose heartbeat is older than
+	// p.Before (their ingest process died) and returns them.
+	FailStaleIngests(ctx context.Context, p *FailStaleIngestsParams) ([]*Job, error)
+	// GetJob returns a job or ErrNotFound.
+	GetJob(ctx context.Context, id int64) (*Job, error)
+	// ListJobs returns jobs newest first, keyset-paginated by id.
+	ListJobs(ctx context.Context, p *ListJobsParams) ([]*Job, error)
+	// SetJobState performs a person's transition (pause, resume, cancel):
+	// it succeeds only from one of p.From, else ECONFLICT.
+	SetJobState(ctx context.Context, p *SetJobStateParams) (*Job, error)
+	// DeleteJob removes a job with its items and attempts and returns the
+	// removed job's stored file, if any, for the caller to delete.
+	DeleteJob(ctx context.Context, id int64) (*File, error)
+
+	// ClaimItems claims up to p.Limit due PENDING items of runnable jobs in
+	// one write transaction, fairly across jobs, and returns them
+	// PROCESSING with the lease set and attempts incremented.
+	ClaimItems(ctx context.Context, p *ClaimItemsParams) ([]*Item, error)
+	// CompleteItems writes the outcomes of many attempts in one
+	// transaction, with the job counters and attempt records. An outcome
+	// whose item is no longer PROCESSING under the same lease (same worker
+	// and attempt) is not applied and is reported as stale.
+	CompleteItems(ctx context.Context, p *CompleteItemsParams) (*CompleteItemsResult, error)
+	// RenewLeases extends the leases of items the worker still holds and
+	// returns how many it extended.
+	RenewLeases(ctx context.Context, p *RenewLeasesParams) (int, error)
+	// ReapExpiredLeases returns PROCESSING items whose lease expired to
+	// PENDING, or to ERROR (class poison) once the job's MaxAttempts are
+	// spent, and returns how many it moved.
+	ReapExpiredLeases(ctx context.Context, p *ReapParams) (int, error)
+	// QueueSummary reports what is left to do across runnable jobs.
+	QueueSummary(ctx context.Context, now time.Time) (*QueueSummary, error)
+	// ChangeCounter returns a number that changes whenever another
+	// connection or process commits to the store (a cheap poll).
+	ChangeCounter(ctx context.Context) (int64, error)
+
+	// GetItem returns an item with its input, normalised input and result.
+	GetItem(ctx context.Context, id int64) (*Item, error)
+	// ListItems returns one keyset page ordered by (updated_at, id).
+	ListItems(ctx context.Context, p *ListItemsParams) (*ItemPage, error)
+	// ScanItems calls fn for every item of a job in seq order, streaming.
+	ScanItems(ctx context.Context, p *ScanItemsParams, fn func(*Item) error) error
+	// ReprocessItems puts terminal items back to PENDING (due now, locks
+	// cleared) and the job back to QUEUED; it returns how many it moved.
+	ReprocessItems(ctx context.Context, p *ReprocessParams) (int64, error)
+	// ListAttempts returns the attempts of an item, oldest first.
+	ListAttempts(ctx context.Context, itemID int64) ([]*Attempt, error)
+}
+
+// User is an account. The default local user has ID 1.
+type User struct {
+	ID        int64     `json:"id"`
+	Name      string    `json:"name"`
+	Role      string    `json:"role"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// File is an input file.
+type File struct {
+	ID     int64  `json:"id"`
+	UserID int64  `json:"userId"`
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256,omitempty"`
+	// MediaType is the detected content type ("text/csv", ...).
+	MediaType string `json:"mediaType,omitempty"`
+	Source    string `json:"source"`
+	SourceRef string `json:"sourceRef,omitempty"`
+	// StoredPath is a copy kept in the data directory (relative to it), or
+	// empty when none was kept.
+	StoredPath string    `json:"storedPath,omitempty"`
+	CreatedAt  time.Time `json:"createdAt"`
+}
+
+// PutPipelineParams are the arguments of Store.PutPipeline.
+type PutPipelineParams struct {
+	Pipeline *Pipeline
+	Now      time.Time
+}
+
+// CreateFileParams are the arguments of Store.CreateFile.
+type CreateFileParams struct {
+	File *File
+	Now  time.Time
+}
+
+// CreateJobParams are the arguments of Store.CreateJob.
+type CreateJobParams struct {
+	UserID      int64
+	Pipeline    string
+	Name        string
+	Source      string
+	SourceRef   string
+	FileID      int64
+	Priority    int
+	MaxAttempts int
+	Now         time.Time
+}
+
+// EnqueueJobParams are the arguments of Store.EnqueueJob.
+type EnqueueJobParams struct {
+	Job   CreateJobParams
+	Items []NewItem
+}
+
+// NewItem is one row to insert.
+type NewItem struct {
+	Seq        int64
+	Input      json.RawMessage
+	Normalized json.RawMessage
+	// Status is PENDING or SKIPPED (a malformed row, with LastError).
+	Status    ItemStatus
+	LastError string
+}
+
+// InsertItemsParams are the arguments of Store.InsertItems.
+type InsertItemsParams struct {
+	JobID int64
+	Items []NewItem
+	Now   time.Time
+}
+
+// FinishIngestParams are the arguments of Store.FinishIngest.
+type FinishIngestParams struct {
+	JobID int64
+	Now   time.Time
+}
+
+// FailJobParams are the arguments of Store.FailJob.
+type FailJobParams struct {
+	JobID  int64
+	Reason string
+	Now    time.Time
+}
+
+// FailStaleIngestsParams are the arguments of Store.FailStaleIngests.
+type FailStaleIngestsParams struct {
+	// Before: jobs whose last heartbeat is older than this are stale.
+	Before time.Time
+	Reason string
+	Now    time.Time
+}
+
+// ListJobsParams are the arguments of Store.ListJobs.
+type ListJobsParams struct {
+	// UserID 0 lists every user's jobs.
+	UserID int64
+	States []JobState
+	// BeforeID continues a listing: jobs with smaller ids (0 = from the top).
+	BeforeID int64
+	Limit    int
+}
+
+// SetJobStateParams are the arguments of Store.SetJobState.
+type SetJobStateParams struct {
+	JobID int64
+	From  []JobState
+	To    JobState
+	Now   time.Time
+}
+
+// ClaimItemsParams are the arguments of Store.ClaimItems.
+type ClaimItemsParams struct {
+	WorkerID string
+	Limit    int
+	// MaxJobs is how many runnable jobs one claim spreads over (fairness);
+	// each gets an equal share of Limit. 0 = 8.
+	MaxJobs  int
+	LeaseFor time.Duration
+	Now      time.Time
+}
+
+// Outcome is the result of one attempt, for Store.CompleteItems.
+type Outcome struct {
+	ItemID int64
+	JobID  int64
+	// Attempt must equal the item's attempts as claimed (lease guard).
+	Attempt int
+	// Status is the item's new status: DONE, ERROR, NOT_FOUND, SKIPPED, or
+	// PENDING for a retry (at RunAt) or the next stage (Stage).
+	Status ItemStatus
+	Stage  int
+	RunAt  time.Time
+	// Result replaces the item's result when not nil.
+	Result     json.RawMessage
+	ErrorClass ErrorClass
+	Error      string
+	Strategy   int
+	StartedAt  time.Time
+	Duration   time.Duration
+	Detail     json.RawMessage
+}
+
+// CompleteItemsParams are the arguments of Store.CompleteItems.
+type CompleteItemsParams struct {
+	WorkerID string
+	Outcomes []Outcome
+	Now      time.Time
+}
+
+// CompleteItemsResult says what CompleteItems did.
+type CompleteItemsResult struct {
+	Applied int
+	// Stale lists items whose outcome was dropped (lease lost).
+	Stale []int64
+	// Finished lists jobs that became DONE in this transaction.
+	Finished []int64
+}
+
+// RenewLeasesParams are the arguments of Store.RenewLeases.
+type RenewLeasesParams struct {
+	WorkerID string
+	ItemIDs  []int64
+	LeaseFor time.Duration
+	Now      time.Time
+}
+
+// ReapParams are the arguments of Store.ReapExpiredLeases.
+type ReapParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// QueueSummary is what is left to do.
+type QueueSummary struct {
+	// Due is the number of PENDING items of runnable jobs with run_at ≤ now.
+	Due int64
+	// Later is the number of PENDING items of runnable jobs not yet due.
+	Later int64
+	// Processing is the number of PROCESSING items in any job.
+	Processing int64
+	// Ingesting is the number of jobs still being ingested.
+	Ingesting int64
+	// NextRunAt is the earliest run_at among the Later items.
+	NextRunAt *time.Time
+}
+
+// Idle reports whether nothing is left to do or to wait for.
+func (q *QueueSummary) Idle() bool {
+	return q.Due == 0 && q.Later == 0 && q.Processing == 0 && q.Ingesting == 0
+}
+
+// Cursor is a keyset position in the (updated_at, id) order.
+type Cursor struct {
+	UpdatedAt time.Time
+	ID        int64
+}
+
+// ListItemsParams are the arguments of Store.ListItems.
+type ListItemsParams struct {
+	// JobID 0 lists across jobs (the global Pending view).
+	JobID int64
+	// UserID restricts to one owner; 0 means every owner.
+	UserID int64
+	// Statuses filters; empty means every status.
+	Statuses []ItemStatus
+	After    *Cursor
+	Limit    int
+	// WithInput includes the full input; listings leave it out.
+	WithInput bool
+}
+
+// ItemPage is one page of items and the cursor of the next, nil at the end.
+type ItemPage struct {
+	Items []*Item
+	Next  *Cursor
+}
+
+// ScanItemsParams are the arguments of Store.ScanItems.
+type ScanItemsParams struct {
+	JobID    int64
+	Statuses []ItemStatus
+	// WithInput includes input and normalised input.
+	WithInput bool
+}
+
+// ReprocessParams are the arguments of Store.ReprocessItems. With ItemIDs,
+// exactly those items (of the job, in a terminal status) are reprocessed;
+// otherwise every item of the job in one of Statuses (default ERROR and
+// NOT_FOUND).
+type ReprocessParams struct {
+	JobID         int64
+	ItemIDs       []int64
+	Statuses      []ItemStatus
+	ResetAttempts bool
+	Now           time.Time
+}
