@@ -1,0 +1,224 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+const claimItemsSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?, locked_at = ?, lease_expires_at = ?,
+		attempts = attempts + 1, updated_at = ?
+	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_claim
+		WHERE job_id = ? AND status = 'PENDING' AND run_at <= ? ORDER BY run_at, id LIMIT ?)
+	RETURNING id, job_id, user_id, pipeline, seq, stage, normalized_json, result_json, attempts, strategy, run_at`
+
+// ClaimItems claims due items fairly across runnable jobs: it takes the
+// runnable jobs that have waited longest since their last claim (higher
+// priority first) and gives each an equal share of the limit.
+func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*engine.Item, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	maxJobs := p.MaxJobs
+	if maxJobs <= 0 {
+		maxJobs = 8
+	}
+	now := ms(p.Now)
+	lease := ms(p.Now.Add(p.LeaseFor))
+	var out []*engine.Item
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
+			ORDER BY priority DESC, claim_ticket, id LIMIT ?`, maxJobs)
+		if err != nil {
+			return err
+		}
+		var jobs []int64
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			jobs = append(jobs, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// Each job that gets a share moves to the back of the line with a
+		// fresh ticket (a counter, not a time: clocks can stand still).
+		var ticket int64
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`).Scan(&ticket); err != nil {
+			return err
+		}
+		remaining := p.Limit
+		full := make([]int64, 0, len(jobs))
+		claimJob := func(jobID int64, limit int) (int, error) {
+			if limit <= 0 {
+				return 0, nil
+			}
+			ticket++
+			n, err := claimFromJob(ctx, tx, jobID, limit, p.WorkerID, now, lease, &out)
+			if err != nil {
+				return 0, err
+			}
+			// A job moves to the back of the line also when none of its
+			// items was due, so that jobs waiting only for retries do not
+			// crowd out the others.
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET pending_items = pending_items - ?,
+					processing_items = processing_items + ?,
+					queue_state = CASE WHEN ? > 0 AND queue_state = 'QUEUED' THEN 'RUNNING' ELSE queue_state END,
+					started_at = CASE WHEN ? > 0 THEN COALESCE(started_at, ?) ELSE started_at END,
+					claim_ticket = ?, updated_at = CASE WHEN ? > 0 THEN ? ELSE updated_at END
+				WHERE id = ?`, n, n, n, n, now, ticket, n, now, jobID); err != nil {
+				return 0, err
+			}
+			return n, nil
+		}
+		for i, jobID := range jobs {
+			share := (remaining + len(jobs) - i - 1) / (len(jobs) - i)
+			n, err := claimJob(jobID, share)
+			if err != nil {
+				return err
+			}
+			remaining -= n
+			if n == share {
+				full = append(full, jobID)
+			}
+		}
+		// Leftover capacity goes to the jobs that filled their share.
+		for _, jobID := range full {
+			if remaining <= 0 {
+				break
+			}
+			n, err := claimJob(jobID, remaining)
+			if err != nil {
+				return err
+			}
+			remaining -= n
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim items: %w", err)
+	}
+	return out, nil
+}
+
+func claimFromJob(ctx context.Context, tx *sql.Tx, jobID int64, limit int, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
+	rows, err := tx.QueryContext(ctx, claimItemsSQL, worker, now, lease, now, jobID, now, limit)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	start := len(*out)
+	lockedAt := fromMS(now)
+	leaseAt := fromMS(lease)
+	for rows.Next() {
+		it := &engine.Item{Status: engine.ItemProcessing, LockedBy: worker, LockedAt: &lockedAt, LeaseExpiresAt: &leaseAt,
+			UpdatedAt: lockedAt}
+		var norm, result sql.NullString
+		var runAt int64
+		if err := rows.Scan(&it.ID, &it.JobID, &it.UserID, &it.Pipeline, &it.Seq, &it.Stage, &norm, &result,
+			&it.Attempts, &it.Strategy, &runAt); err != nil {
+			return 0, err
+		}
+		if norm.Valid {
+			it.Normalized = []byte(norm.String)
+		}
+		if result.Valid {
+			it.Result = []byte(result.String)
+		}
+		it.RunAt = fromMS(runAt)
+		*out = append(*out, it)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	// RETURNING gives no order; hand items out in run_at, id order.
+	claimed := (*out)[start:]
+	slices.SortFunc(claimed, func(a, b *engine.Item) int {
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		return int(a.ID - b.ID)
+	})
+	return len(claimed), nil
+}
+
+// RenewLeases extends the leases the worker still holds.
+func (s *Store) RenewLeases(ctx context.Context, p *engine.RenewLeasesParams) (int, error) {
+	if len(p.ItemIDs) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		for chunk := range slices.Chunk(p.ItemIDs, 500) {
+			args := []any{ms(p.Now.Add(p.LeaseFor)), p.WorkerID}
+			for _, id := range chunk {
+				args = append(args, id)
+			}
+			res, err := tx.ExecContext(ctx, `UPDATE job_items SET lease_expires_at = ?
+				WHERE locked_by = ? AND status = 'PROCESSING' AND id IN (`+placeholders(len(chunk))+`)`, args...)
+			if err != nil {
+				return err
+			}
+			c, _ := res.RowsAffected()
+			n += c
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("renew leases: %w", err)
+	}
+	return int(n), nil
+}
+
+// ChangeCounter returns SQLite's data_version as seen by one dedicated
+// connection: it changes whenever any other connection commits.
+func (s *Store) ChangeCounter(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.dv.QueryRowContext(ctx, `PRAGMA data_version`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("data_version: %w", err)
+	}
+	return v, nil
+}
+
+// QueueSummary reports what is left to do.
+func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueSummary, error) {
+	var q engine.QueueSummary
+	var pending int64
+	var next sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT
+			COALESCE(SUM(CASE WHEN queue_state IN ('QUEUED', 'RUNNING') THEN pending_items END), 0),
+			COALESCE(SUM(processing_items), 0),
+			COALESCE(SUM(queue_state = 'INGESTING'), 0)
+		FROM jobs`).Scan(&pending, &q.Processing, &q.Ingesting)
+	if err != nil {
+		return nil, fmt.Errorf("queue summary: %w", err)
+	}
+	if pending > 0 {
+		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM job_items INDEXED BY job_items_claim
+			WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
+			AND status = 'PENDING' AND run_at <= ?`, ms(now)).Scan(&q.Due)
+		if err != nil {
+			return nil, fmt.Errorf("queue summary: %w", err)
+		}
+		q.Later = max(pending-q.Due, 0)
+		if q.Later > 0 {
+			err = s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM job_items INDEXED BY job_items_claim
+				WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
+				AND status = 'PENDING' AND run_at > ?`, ms(now)).Scan(&next)
+			if err != nil {
+				return nil, fmt.Errorf("queue summary: %w", err)
+			}
+			q.NextRunAt = fromNullMS(next)
+		}
+	}
+	return &q, nil
+}

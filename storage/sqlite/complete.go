@@ -1,0 +1,142 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+const completeItemSQL = `UPDATE job_items SET status = ?, stage = ?, result_json = COALESCE(?, result_json),
+		last_error = ?, last_error_code = ?, run_at = ?, strategy = ?,
+		locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = ?
+	WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ?`
+
+const attemptColumns = 13
+
+const attemptsPerInsert = 50
+
+func attemptInsertSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(`INSERT INTO item_attempts (item_id, job_id, attempt_no, stage, worker, started_at, finished_at,
+		outcome, error_class, error, duration_us, detail, id) VALUES `)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString("(?,?,?,?,?,?,?,?,?,?,?,?,?)")
+	}
+	return b.String()
+}
+
+var attemptManySQL = attemptInsertSQL(attemptsPerInsert)
+
+// jobDelta accumulates counter changes of one job within a transaction.
+type jobDelta struct {
+	counts engine.ItemCounts
+}
+
+// CompleteItems applies many outcomes in one transaction.
+func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams) (*engine.CompleteItemsResult, error) {
+	res := &engine.CompleteItemsResult{}
+	if len(p.Outcomes) == 0 {
+		return res, nil
+	}
+	now := ms(p.Now)
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		*res = engine.CompleteItemsResult{}
+		stmt, err := tx.PrepareContext(ctx, completeItemSQL)
+		if err != nil {
+			return err
+		}
+		defer stmt.Close()
+		deltas := map[int64]*jobDelta{}
+		var attempts []any
+		for i := range p.Outcomes {
+			o := &p.Outcomes[i]
+			switch o.Status {
+			case engine.ItemDone, engine.ItemError, engine.ItemNotFound, engine.ItemSkipped, engine.ItemPending:
+			default:
+				return engine.Errorf(engine.EINVALID, "outcome of item %d: status %q cannot end an attempt", o.ItemID, o.Status)
+			}
+			runAt := now
+			if o.Status == engine.ItemPending && !o.RunAt.IsZero() {
+				runAt = ms(o.RunAt)
+			}
+			r, err := stmt.ExecContext(ctx, string(o.Status), o.Stage, nullJSON(o.Result), nullStr(o.Error),
+				nullStr(string(o.ErrorClass)), runAt, o.Strategy, now, o.ItemID, p.WorkerID, o.Attempt)
+			if err != nil {
+				return fmt.Errorf("complete item %d: %w", o.ItemID, err)
+			}
+			if n, _ := r.RowsAffected(); n == 0 {
+				res.Stale = append(res.Stale, o.ItemID)
+				continue
+			}
+			res.Applied++
+			d := deltas[o.JobID]
+			if d == nil {
+				d = &jobDelta{}
+				deltas[o.JobID] = d
+			}
+			d.counts.Processing--
+			d.counts.Add(o.Status, 1)
+			started := o.StartedAt
+			if started.IsZero() {
+				started = p.Now
+			}
+			attempts = append(attempts, o.ItemID, o.JobID, o.Attempt, o.Stage, nullStr(p.WorkerID), ms(started), now,
+				string(o.Status), nullStr(string(o.ErrorClass)), nullStr(o.Error), o.Duration.Microseconds(), nullJSON(o.Detail), nil)
+			if len(attempts) == attemptsPerInsert*attemptColumns {
+				if _, err := tx.ExecContext(ctx, attemptManySQL, attempts...); err != nil {
+					return fmt.Errorf("record attempts: %w", err)
+				}
+				attempts = attempts[:0]
+			}
+		}
+		if len(attempts) > 0 {
+			if _, err := tx.ExecContext(ctx, attemptInsertSQL(len(attempts)/attemptColumns), attempts...); err != nil {
+				return fmt.Errorf("record attempts: %w", err)
+			}
+		}
+		finished, err := applyDeltas(ctx, tx, deltas, now)
+		res.Finished = finished
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete items: %w", err)
+	}
+	return res, nil
+}
+
+// applyDeltas bumps job counters and finishes jobs that have nothing left.
+func applyDeltas(ctx context.Context, tx *sql.Tx, deltas map[int64]*jobDelta, now int64) ([]int64, error) {
+	ids := make([]int64, 0, len(deltas))
+	for id := range deltas {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids) // deterministic order
+	var finished []int64
+	for _, id := range ids {
+		c := deltas[id].counts
+		var pending, processing int64
+		var state string
+		err := tx.QueryRowContext(ctx, `UPDATE jobs SET pending_items = pending_items + ?, processing_items = processing_items + ?,
+				done_items = done_items + ?, error_items = error_items + ?, not_found_items = not_found_items + ?,
+				skipped_items = skipped_items + ?, updated_at = ?
+			WHERE id = ? RETURNING pending_items, processing_items, queue_state`,
+			c.Pending, c.Processing, c.Done, c.Error, c.NotFound, c.Skipped, now, id).Scan(&pending, &processing, &state)
+		if err != nil {
+			return nil, fmt.Errorf("update counters of job %d: %w", id, err)
+		}
+		if pending == 0 && processing == 0 && (state == string(engine.JobQueued) || state == string(engine.JobRunning)) {
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = 'DONE', finished_at = ? WHERE id = ?`, now, id); err != nil {
+				return nil, fmt.Errorf("finish job %d: %w", id, err)
+			}
+			finished = append(finished, id)
+		}
+	}
+	return finished, nil
+}

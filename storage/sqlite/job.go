@@ -1,0 +1,327 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+const jobColumns = `id, user_id, pipeline, name, source, source_ref, file_id, queue_state, priority,
+	total_items, pending_items, processing_items, done_items, error_items, not_found_items, skipped_items,
+	max_attempts, last_error, created_at, updated_at, started_at, finished_at, last_heartbeat`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanJob(sc scanner) (*engine.Job, error) {
+	var j engine.Job
+	var srcRef, lastErr sql.NullString
+	var fileID, started, finished, hb sql.NullInt64
+	var created, updated int64
+	var state string
+	err := sc.Scan(&j.ID, &j.UserID, &j.Pipeline, &j.Name, &j.Source, &srcRef, &fileID, &state, &j.Priority,
+		&j.TotalItems, &j.Counts.Pending, &j.Counts.Processing, &j.Counts.Done, &j.Counts.Error,
+		&j.Counts.NotFound, &j.Counts.Skipped, &j.MaxAttempts, &lastErr, &created, &updated,
+		&started, &finished, &hb)
+	if err != nil {
+		return nil, err
+	}
+	j.State = engine.JobState(state)
+	j.SourceRef = srcRef.String
+	j.FileID = fileID.Int64
+	j.LastError = lastErr.String
+	j.CreatedAt = fromMS(created)
+	j.UpdatedAt = fromMS(updated)
+	j.StartedAt = fromNullMS(started)
+	j.FinishedAt = fromNullMS(finished)
+	j.LastHeartbeat = fromNullMS(hb)
+	return &j, nil
+}
+
+func getJob(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, id int64) (*engine.Job, error) {
+	j, err := scanJob(q.QueryRowContext(ctx, `SELECT `+jobColumns+` FROM jobs WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("job", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
+}
+
+// GetJob returns a job.
+func (s *Store) GetJob(ctx context.Context, id int64) (*engine.Job, error) {
+	return getJob(ctx, s.r, id)
+}
+
+// CreateJob creates a job in state INGESTING.
+func (s *Store) CreateJob(ctx context.Context, p *engine.CreateJobParams) (*engine.Job, error) {
+	var id int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		id, err = insertJob(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create job: %w", err)
+	}
+	return s.writerJob(ctx, id)
+}
+
+// writerJob reads a job through the write connection, so that it sees the
+// transaction just committed even if a reader's snapshot is older.
+func (s *Store) writerJob(ctx context.Context, id int64) (*engine.Job, error) {
+	return getJob(ctx, s.w, id)
+}
+
+// FinishIngest moves an INGESTING job to QUEUED (or DONE when nothing is
+// left to process) with its final total.
+func (s *Store) FinishIngest(ctx context.Context, p *engine.FinishIngestParams) (*engine.Job, error) {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET
+				total_items = pending_items + processing_items + done_items + error_items + not_found_items + skipped_items,
+				queue_state = CASE WHEN pending_items = 0 THEN 'DONE' ELSE 'QUEUED' END,
+				finished_at = CASE WHEN pending_items = 0 THEN ? ELSE NULL END,
+				updated_at = ?, last_heartbeat = ?
+			WHERE id = ? AND queue_state = 'INGESTING'`, ms(p.Now), ms(p.Now), ms(p.Now), p.JobID)
+		if err != nil {
+			return err
+		}
+		return expectOne(ctx, tx, res, p.JobID, "finish ingest of")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.writerJob(ctx, p.JobID)
+}
+
+// expectOne turns "no row updated" into not-found or a conflict.
+func expectOne(ctx context.Context, tx *sql.Tx, res sql.Result, jobID int64, what string) error {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return err
+	}
+	if n == 1 {
+		return nil
+	}
+	var state string
+	err = tx.QueryRowContext(ctx, `SELECT queue_state FROM jobs WHERE id = ?`, jobID).Scan(&state)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound("job", jobID)
+	}
+	if err != nil {
+		return err
+	}
+	return engine.Errorf(engine.ECONFLICT, "cannot %s job %d: it is %s", what, jobID, state)
+}
+
+// FailJob moves a job to FAILED with a reason.
+func (s *Store) FailJob(ctx context.Context, p *engine.FailJobParams) (*engine.Job, error) {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = 'FAILED', last_error = ?, finished_at = ?, updated_at = ?
+			WHERE id = ? AND queue_state NOT IN ('DONE', 'CANCELED', 'FAILED')`, p.Reason, ms(p.Now), ms(p.Now), p.JobID)
+		if err != nil {
+			return err
+		}
+		return expectOne(ctx, tx, res, p.JobID, "fail")
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.writerJob(ctx, p.JobID)
+}
+
+// FailStaleIngests fails INGESTING jobs whose ingest stopped sending
+// heartbeats.
+func (s *Store) FailStaleIngests(ctx context.Context, p *engine.FailStaleIngestsParams) ([]*engine.Job, error) {
+	var ids []int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE jobs SET queue_state = 'FAILED', last_error = ?, finished_at = ?, updated_at = ?
+			WHERE queue_state = 'INGESTING' AND COALESCE(last_heartbeat, created_at) < ? RETURNING id`,
+			p.Reason, ms(p.Now), ms(p.Now), ms(p.Before))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			ids = append(ids, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fail stale ingests: %w", err)
+	}
+	out := make([]*engine.Job, 0, len(ids))
+	for _, id := range ids {
+		j, err := s.writerJob(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// ListJobs lists jobs newest first.
+func (s *Store) ListJobs(ctx context.Context, p *engine.ListJobsParams) ([]*engine.Job, error) {
+	var where []string
+	var args []any
+	if p.UserID != 0 {
+		where = append(where, "user_id = ?")
+		args = append(args, p.UserID)
+	}
+	if len(p.States) > 0 {
+		where = append(where, "queue_state IN ("+placeholders(len(p.States))+")")
+		for _, st := range p.States {
+			args = append(args, string(st))
+		}
+	}
+	if p.BeforeID > 0 {
+		where = append(where, "id < ?")
+		args = append(args, p.BeforeID)
+	}
+	q := `SELECT ` + jobColumns + ` FROM jobs`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += " ORDER BY id DESC LIMIT ?"
+	args = append(args, limit)
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.Job
+	for rows.Next() {
+		j, err := scanJob(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
+}
+
+// SetJobState performs a guarded state change.
+func (s *Store) SetJobState(ctx context.Context, p *engine.SetJobStateParams) (*engine.Job, error) {
+	args := []any{string(p.To), ms(p.Now)}
+	finished := "finished_at"
+	if p.To.Terminal() {
+		finished = "?"
+		args = append(args, ms(p.Now))
+	}
+	args = append(args, p.JobID)
+	for _, st := range p.From {
+		args = append(args, string(st))
+	}
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = ?, updated_at = ?, finished_at = `+finished+`
+			WHERE id = ? AND queue_state IN (`+placeholders(len(p.From))+`)`, args...)
+		if err != nil {
+			return err
+		}
+		return expectOne(ctx, tx, res, p.JobID, strings.ToLower("set "+string(p.To)+" on"))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.writerJob(ctx, p.JobID)
+}
+
+// DeleteJob removes a job, its items and attempts, and its file record.
+func (s *Store) DeleteJob(ctx context.Context, id int64) (*engine.File, error) {
+	var file *engine.File
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var fileID sql.NullInt64
+		err := tx.QueryRowContext(ctx, `SELECT file_id FROM jobs WHERE id = ?`, id).Scan(&fileID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return notFound("job", id)
+		}
+		if err != nil {
+			return err
+		}
+		// Attempts and items first, in bulk: cheaper than row-by-row cascades.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM item_attempts WHERE job_id = ?`, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM job_items WHERE job_id = ?`, id); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, id); err != nil {
+			return err
+		}
+		if !fileID.Valid {
+			return nil
+		}
+		var f engine.File
+		var sha, mt, ref, stored sql.NullString
+		var created int64
+		err = tx.QueryRowContext(ctx, `SELECT id, user_id, name, size, sha256, media_type, source, source_ref, stored_path, created_at
+			FROM files WHERE id = ?`, fileID.Int64).Scan(&f.ID, &f.UserID, &f.Name, &f.Size, &sha, &mt, &f.Source, &ref, &stored, &created)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		f.SHA256, f.MediaType, f.SourceRef, f.StoredPath, f.CreatedAt = sha.String, mt.String, ref.String, stored.String, fromMS(created)
+		var others int
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM jobs WHERE file_id = ?`, f.ID).Scan(&others); err != nil {
+			return err
+		}
+		if others == 0 {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM files WHERE id = ?`, f.ID); err != nil {
+				return err
+			}
+			file = &f
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delete job %d: %w", id, err)
+	}
+	return file, nil
+}
+
+func placeholders(n int) string {
+	if n <= 0 {
+		return "NULL"
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}
+
+// insertJob inserts a job row in state INGESTING and returns its id.
+func insertJob(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int64, error) {
+	maxAttempts := p.MaxAttempts
+	if maxAttempts <= 0 {
+		maxAttempts = 5
+	}
+	source := p.Source
+	if source == "" {
+		source = "manual"
+	}
+	var fileID sql.NullInt64
+	if p.FileID != 0 {
+		fileID = sql.NullInt64{Int64: p.FileID, Valid: true}
+	}
+	var id int64
+	err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, pipeline, name, source, source_ref, file_id, queue_state,
+			priority, max_attempts, last_heartbeat, created_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?) RETURNING id`,
+		p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
+		ms(p.Now), ms(p.Now), ms(p.Now)).Scan(&id)
+	return id, err
+}

@@ -1,0 +1,137 @@
+-- +goose Up
+-- Times are INTEGER milliseconds since the Unix epoch (UTC).
+
+CREATE TABLE users (
+    id            INTEGER PRIMARY KEY,
+    name          TEXT    NOT NULL UNIQUE,
+    role          TEXT    NOT NULL CHECK (role IN ('admin', 'user')),
+    password_hash TEXT,
+    created_at    INTEGER NOT NULL
+);
+-- The local user owns what the CLI and the desktop window submit.
+INSERT INTO users (id, name, role, created_at)
+VALUES (1, 'local', 'admin', CAST(unixepoch('subsec') * 1000 AS INTEGER));
+
+CREATE TABLE api_tokens (
+    id           INTEGER PRIMARY KEY,
+    user_id      INTEGER NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+    name         TEXT    NOT NULL,
+    token_hash   TEXT    NOT NULL UNIQUE,
+    created_at   INTEGER NOT NULL,
+    last_used_at INTEGER
+);
+
+CREATE TABLE files (
+    id          INTEGER PRIMARY KEY,
+    user_id     INTEGER NOT NULL REFERENCES users (id),
+    name        TEXT    NOT NULL,
+    size        INTEGER NOT NULL,
+    sha256      TEXT,
+    media_type  TEXT,
+    source      TEXT    NOT NULL,
+    source_ref  TEXT,
+    stored_path TEXT,
+    created_at  INTEGER NOT NULL
+);
+
+CREATE TABLE pipelines (
+    name       TEXT PRIMARY KEY,
+    version    INTEGER NOT NULL,
+    spec       TEXT    NOT NULL, -- the pipeline as JSON
+    updated_at INTEGER NOT NULL
+);
+INSERT INTO pipelines (name, version, spec, updated_at)
+VALUES ('noop', 1,
+        '{"name":"noop","version":1,"description":"built-in: result = the normalised input","stages":[{"processor":"noop"}]}',
+        CAST(unixepoch('subsec') * 1000 AS INTEGER));
+
+CREATE TABLE jobs (
+    id               INTEGER PRIMARY KEY,
+    user_id          INTEGER NOT NULL REFERENCES users (id),
+    pipeline         TEXT    NOT NULL,
+    name             TEXT    NOT NULL DEFAULT '',
+    source           TEXT    NOT NULL DEFAULT 'manual',
+    source_ref       TEXT,
+    file_id          INTEGER REFERENCES files (id) ON DELETE SET NULL,
+    queue_state      TEXT    NOT NULL CHECK (queue_state IN
+                         ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED', 'DONE', 'FAILED', 'CANCELED')),
+    priority         INTEGER NOT NULL DEFAULT 0,
+    dedupe_key       TEXT,
+    total_items      INTEGER NOT NULL DEFAULT 0,
+    -- Exact counters by item status, changed in the same transaction as
+    -- the items they count.
+    pending_items    INTEGER NOT NULL DEFAULT 0,
+    processing_items INTEGER NOT NULL DEFAULT 0,
+    done_items       INTEGER NOT NULL DEFAULT 0,
+    error_items      INTEGER NOT NULL DEFAULT 0,
+    not_found_items  INTEGER NOT NULL DEFAULT 0,
+    skipped_items    INTEGER NOT NULL DEFAULT 0,
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    max_attempts     INTEGER NOT NULL DEFAULT 5,
+    last_error       TEXT,
+    claim_ticket     INTEGER NOT NULL DEFAULT 0, -- round-robin fairness: larger = claimed more recently
+    last_heartbeat   INTEGER,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    started_at       INTEGER,
+    finished_at      INTEGER
+);
+CREATE INDEX jobs_user_created ON jobs (user_id, created_at);
+CREATE INDEX jobs_runnable ON jobs (queue_state, priority, claim_ticket);
+
+CREATE TABLE job_items (
+    id               INTEGER PRIMARY KEY,
+    job_id           INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    user_id          INTEGER NOT NULL, -- denormalised from jobs for the global Pending view
+    pipeline         TEXT    NOT NULL, -- denormalised (the job type)
+    seq              INTEGER NOT NULL,
+    stage            INTEGER NOT NULL DEFAULT 0,
+    input_json       TEXT,
+    normalized_json  TEXT,
+    result_json      TEXT,
+    status           TEXT    NOT NULL CHECK (status IN
+                         ('PENDING', 'PROCESSING', 'DONE', 'ERROR', 'NOT_FOUND', 'SKIPPED')),
+    attempts         INTEGER NOT NULL DEFAULT 0,
+    run_at           INTEGER NOT NULL,
+    last_error       TEXT,
+    last_error_code  TEXT,
+    locked_by        TEXT,
+    locked_at        INTEGER,
+    lease_expires_at INTEGER,
+    strategy         INTEGER NOT NULL DEFAULT 0,
+    updated_at       INTEGER NOT NULL
+);
+-- Export order and one row per input position.
+CREATE UNIQUE INDEX job_items_job_seq ON job_items (job_id, seq);
+-- Keyset pages per job and across jobs (seed 000, Pending screens).
+CREATE INDEX job_items_job_status_updated ON job_items (job_id, status, updated_at, id);
+CREATE INDEX job_items_status_user_updated ON job_items (status, user_id, updated_at, id);
+-- Claims: due PENDING items of one job in run_at order. Partial, so it
+-- only holds the items still to do.
+CREATE INDEX job_items_claim ON job_items (job_id, run_at, id) WHERE status = 'PENDING';
+
+CREATE TABLE item_attempts (
+    id          INTEGER PRIMARY KEY,
+    item_id     INTEGER NOT NULL REFERENCES job_items (id) ON DELETE CASCADE,
+    job_id      INTEGER NOT NULL,
+    attempt_no  INTEGER NOT NULL,
+    stage       INTEGER NOT NULL DEFAULT 0,
+    worker      TEXT,
+    started_at  INTEGER NOT NULL,
+    finished_at INTEGER NOT NULL,
+    outcome     TEXT    NOT NULL,
+    error_class TEXT,
+    error       TEXT,
+    duration_us INTEGER NOT NULL DEFAULT 0,
+    detail      TEXT
+);
+CREATE INDEX item_attempts_item ON item_attempts (item_id, id);
+
+-- +goose Down
+DROP TABLE item_attempts;
+DROP TABLE job_items;
+DROP TABLE jobs;
+DROP TABLE pipelines;
+DROP TABLE files;
+DROP TABLE api_tokens;
+DROP TABLE users;

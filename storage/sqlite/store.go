@@ -1,0 +1,275 @@
+// Package sqlite is the embedded Store of Sluice on modernc.org/sqlite (pure
+// Go, no cgo).
+//
+// One file, WAL mode, two pools: a single write connection whose
+// transactions begin with BEGIN IMMEDIATE (so a writer takes the lock up
+// front and never fails half-way with SQLITE_BUSY on upgrade), and a read
+// pool. busy_timeout is the first pragma of every connection so that even
+// the other pragmas wait for a lock held by another process.
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/pressly/goose/v3"
+	"github.com/sluicehq/sluice/engine"
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+var _ engine.Store = (*Store)(nil)
+
+// Options configure a Store. The zero value is the safe default.
+type Options struct {
+	// Synchronous is the SQLite synchronous setting: "FULL" (default:
+	// every commit survives power loss) or "NORMAL" (commits since the last
+	// checkpoint may be lost on power loss, never corrupted; faster).
+	Synchronous string
+	// BusyTimeout is how long a statement waits for another connection's
+	// lock before failing; default 10s.
+	BusyTimeout time.Duration
+	// ReadConns is the size of the read pool; default 4.
+	ReadConns int
+	// CacheMiB is the page cache of the write connection; default 32.
+	CacheMiB int
+	// JournalSizeLimit bounds the WAL file after checkpoints; default 64 MiB.
+	JournalSizeLimit int64
+}
+
+func (o Options) withDefaults() (Options, error) {
+	o.Synchronous = strings.ToUpper(o.Synchronous)
+	if o.Synchronous == "" {
+		o.Synchronous = "FULL"
+	}
+	if o.Synchronous != "FULL" && o.Synchronous != "NORMAL" {
+		return o, engine.Errorf(engine.EINVALID, "sqlite synchronous: %q is not FULL or NORMAL", o.Synchronous)
+	}
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = 10 * time.Second
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = 4
+	}
+	if o.CacheMiB <= 0 {
+		o.CacheMiB = 32
+	}
+	if o.JournalSizeLimit <= 0 {
+		o.JournalSizeLimit = 64 << 20
+	}
+	return o, nil
+}
+
+// Store is the SQLite implementation of engine.Store.
+type Store struct {
+	path string
+	w    *sql.DB // exactly one connection; BEGIN IMMEDIATE
+	r    *sql.DB // read pool
+	// dv is a read connection kept for PRAGMA data_version, which is only
+	// meaningful when asked on the same connection each time.
+	dv *sql.Conn
+}
+
+// Open opens (creating if needed) the database file at path, applies the
+// embedded migrations and returns the store. It refuses a database whose
+// schema is newer than this binary knows.
+func Open(ctx context.Context, path string, opts Options) (*Store, error) {
+	opts, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory: %w", err)
+	}
+	// Create the file ourselves so that it is 0600 from the start.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("open database file: %w", err)
+	}
+	f.Close()
+
+	busy := opts.BusyTimeout.Milliseconds()
+	w, err := sql.Open("sqlite", dsn(path, []string{
+		fmt.Sprintf("busy_timeout(%d)", busy),
+		"journal_mode(WAL)",
+		"synchronous(" + opts.Synchronous + ")",
+		"foreign_keys(1)",
+		fmt.Sprintf("cache_size(-%d)", opts.CacheMiB*1024),
+		fmt.Sprintf("journal_size_limit(%d)", opts.JournalSizeLimit),
+		"temp_store(MEMORY)",
+	}, "immediate"))
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+
+	s := &Store{path: path, w: w}
+	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+
+	r, err := sql.Open("sqlite", dsn(path, []string{
+		fmt.Sprintf("busy_timeout(%d)", busy),
+		"foreign_keys(1)",
+		"query_only(1)",
+		"temp_store(MEMORY)",
+	}, "deferred"))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("open read pool: %w", err)
+	}
+	r.SetMaxOpenConns(opts.ReadConns + 1)
+	r.SetMaxIdleConns(opts.ReadConns + 1)
+	s.r = r
+	s.dv, err = r.Conn(ctx)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("open read connection: %w", err)
+	}
+	return s, nil
+}
+
+func dsn(path string, pragmas []string, txlock string) string {
+	q := url.Values{}
+	for _, p := range pragmas {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", txlock)
+	q.Set("_time_format", "sqlite")
+	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
+}
+
+// Path returns the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes both pools.
+func (s *Store) Close() error {
+	var errs []error
+	if s.dv != nil {
+		errs = append(errs, s.dv.Close())
+	}
+	if s.r != nil {
+		errs = append(errs, s.r.Close())
+	}
+	if s.w != nil {
+		// A passive checkpoint keeps the WAL small for the next opener.
+		_, _ = s.w.Exec("PRAGMA wal_checkpoint(PASSIVE)")
+		errs = append(errs, s.w.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Checkpoint runs a WAL checkpoint (mode PASSIVE, FULL or TRUNCATE).
+func (s *Store) Checkpoint(ctx context.Context, mode string) error {
+	_, err := s.w.ExecContext(ctx, "PRAGMA wal_checkpoint("+mode+")")
+	return err
+}
+
+func (s *Store) migrate(ctx context.Context) error {
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, s.w, sub, goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("load migrations: %w", err)
+	}
+	var known int64
+	for _, src := range p.ListSources() {
+		known = max(known, src.Version)
+	}
+	// Two processes may open a new file at once; the loser of the race
+	// sees the winner's tables and simply tries again.
+	for try := 0; ; try++ {
+		cur, err := p.GetDBVersion(ctx)
+		if err != nil && !errors.Is(err, goose.ErrVersionNotFound) {
+			if try < 3 {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("read schema version: %w", err)
+		}
+		if cur > known {
+			return engine.Errorf(engine.ECONFLICT,
+				"database %s has schema version %d but this sluice knows only up to %d: upgrade sluice", s.path, cur, known)
+		}
+		if cur == known {
+			return nil
+		}
+		if _, err := p.Up(ctx); err != nil {
+			if try < 3 {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			return fmt.Errorf("apply migrations: %w", err)
+		}
+		return nil
+	}
+}
+
+// ms converts a time to the stored form: milliseconds since the epoch.
+func ms(t time.Time) int64 { return t.UnixMilli() }
+
+// fromMS converts a stored time back, in UTC.
+func fromMS(v int64) time.Time { return time.UnixMilli(v).UTC() }
+
+func fromNullMS(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMS(v.Int64)
+	return &t
+}
+
+func nullMS(t *time.Time) sql.NullInt64 {
+	if t == nil || t.IsZero() {
+		return sql.NullInt64{}
+	}
+	return sql.NullInt64{Int64: ms(*t), Valid: true}
+}
+
+func nullStr(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
+
+func nullJSON(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}
+
+// tx runs fn in one write transaction (BEGIN IMMEDIATE).
+func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+func notFound(what string, id any) error {
+	return fmt.Errorf("%s %v: %w", what, id, &engine.Error{Code: engine.ENOTFOUND, Message: fmt.Sprintf("%s %v not found", what, id)})
+}
+
+func durationUS(us int64) time.Duration { return time.Duration(us) * time.Microsecond }

@@ -1,0 +1,113 @@
+package sqlite
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/stretchr/testify/require"
+)
+
+func open(t *testing.T) (*Store, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "data", "sluice.db")
+	s, err := Open(context.Background(), path, Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	return s, path
+}
+
+func TestOpenCreatesPrivateFiles(t *testing.T) {
+	t.Parallel()
+	_, path := open(t)
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o600), st.Mode().Perm())
+	dir, err := os.Stat(filepath.Dir(path))
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), dir.Mode().Perm())
+}
+
+func TestOpenPragmas(t *testing.T) {
+	t.Parallel()
+	s, _ := open(t)
+	ctx := context.Background()
+	var mode string
+	require.NoError(t, s.w.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode))
+	require.Equal(t, "wal", mode)
+	var sync, fk int
+	require.NoError(t, s.w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync))
+	require.Equal(t, 2, sync, "FULL by default")
+	require.NoError(t, s.w.QueryRowContext(ctx, "PRAGMA foreign_keys").Scan(&fk))
+	require.Equal(t, 1, fk)
+	// The read pool cannot write.
+	_, err := s.r.ExecContext(ctx, "DELETE FROM users")
+	require.Error(t, err)
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	s, path := open(t)
+	_, err := s.w.Exec(`INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, 1)`)
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	_, err = Open(context.Background(), path, Options{})
+	require.Error(t, err)
+	require.Equal(t, engine.ECONFLICT, engine.ErrorCode(err))
+	require.Contains(t, err.Error(), "schema version 999")
+}
+
+func TestReopenKeepsData(t *testing.T) {
+	t.Parallel()
+	s, path := open(t)
+	ctx := context.Background()
+	_, err := s.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: &engine.Pipeline{Name: "p", Stages: []engine.Stage{{Processor: "noop"}}}})
+	require.NoError(t, err)
+	require.NoError(t, s.Close())
+	s2, err := Open(ctx, path, Options{})
+	require.NoError(t, err)
+	defer s2.Close()
+	p, err := s2.GetPipeline(ctx, "p")
+	require.NoError(t, err)
+	require.Equal(t, 1, p.Version)
+}
+
+// TestHotQueriesUseIndexes guards the query plans that throughput and the
+// keyset pages depend on: no query may sort its rows in a temp B-tree.
+func TestHotQueriesUseIndexes(t *testing.T) {
+	t.Parallel()
+	s, _ := open(t)
+	ctx := context.Background()
+	plans := map[string]struct {
+		q    string
+		args []any
+		want string
+	}{
+		"claim": {`SELECT id FROM job_items INDEXED BY job_items_claim WHERE job_id = ? AND status = 'PENDING' AND run_at <= ? ORDER BY run_at, id LIMIT ?`,
+			[]any{1, 2, 3}, "job_items_claim"},
+		"keyset per job": {`SELECT id FROM job_items INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
+			[]any{1, "PENDING", 0, 0, 100}, "job_items_job_status_updated"},
+		"keyset global": {`SELECT id FROM job_items INDEXED BY job_items_status_user_updated WHERE status = ? AND user_id = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
+			[]any{"PENDING", 1, 0, 0, 100}, "job_items_status_user_updated"},
+		"export": {`SELECT id FROM job_items INDEXED BY job_items_job_seq WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
+			[]any{1, 0, 100}, "job_items_job_seq"},
+	}
+	for name, c := range plans {
+		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, c.args...)
+		require.NoError(t, err, name)
+		var plan []string
+		for rows.Next() {
+			var id, parent, notused int
+			var detail string
+			require.NoError(t, rows.Scan(&id, &parent, &notused, &detail))
+			plan = append(plan, detail)
+		}
+		rows.Close()
+		joined := strings.Join(plan, "; ")
+		require.Contains(t, joined, c.want, name)
+		require.NotContains(t, joined, "TEMP B-TREE", name+": "+joined)
+	}
+}
