@@ -1,0 +1,151 @@
+package export
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/stretchr/testify/require"
+)
+
+// manyItems returns n DONE items of testJob with a small result each.
+func manyItems(n int) []*engine.Item {
+	items := make([]*engine.Item, n)
+	for i := range items {
+		items[i] = item(int64(i+1), engine.ItemDone, fmt.Sprintf(`{"n":%d}`, i+1))
+	}
+	return items
+}
+
+// readCSV parses CSV text with encoding/csv.
+func readCSV(t *testing.T, text string) [][]string {
+	t.Helper()
+	r := csv.NewReader(strings.NewReader(text))
+	r.FieldsPerRecord = -1
+	records, err := r.ReadAll()
+	require.NoError(t, err)
+	return records
+}
+
+func TestWriteCSV(t *testing.T) {
+	t.Parallel()
+	errItem := item(3, engine.ItemError, "")
+	errItem.Attempts = 3
+	errItem.LastError = "=HYPERLINK(\"http://x\")\nline 2"
+	s := &fakeStore{items: []*engine.Item{
+		item(2, engine.ItemPending, ""),
+		item(1, engine.ItemDone, `{"name":"Smith, John","note":"say \"hi\"\nbye","price":1.50,"neg":-5,`+
+			`"formula":"=SUM(A1)","plus":"+1","minus":"-x","at":"@cmd","plain":"plain","tags":["a","b"],`+
+			`"nothing":null,"big":-1e999,"=evil":"key"}`),
+		errItem,
+		item(4, engine.ItemDone, `{"price":"-5","minus":"-","extra":true}`),
+	}}
+	var buf bytes.Buffer
+	n, err := WriteCSV(context.Background(), s, testJob, nil, &buf)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), n)
+	require.Equal(t, 2, s.scans)
+	require.NotContains(t, buf.String(), "\r\n", "lines end in \\n")
+	require.True(t, strings.HasPrefix(buf.String(), "Seq,Status,Attempts,Error,name,"), "no byte-order mark")
+
+	require.Equal(t, [][]string{
+		{"Seq", "Status", "Attempts", "Error", "name", "note", "price", "neg", "formula", "plus", "minus", "at", "plain", "tags", "nothing", "big", "'=evil", "extra"},
+		{"1", "DONE", "0", "", "Smith, John", "say \"hi\"\nbye", "1.50", "-5", "'=SUM(A1)", "+1", "'-x", "'@cmd", "plain", `["a","b"]`, "", "-1e999", "key", ""},
+		{"2", "PENDING", "0", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""},
+		{"3", "ERROR", "3", "'=HYPERLINK(\"http://x\")\nline 2", "", "", "", "", "", "", "", "", "", "", "", "", "", ""},
+		{"4", "DONE", "0", "", "", "", "-5", "", "", "", "'-", "", "", "", "", "", "", "true"},
+	}, readCSV(t, buf.String()))
+
+	// The raw text: quoting of commas, quotes and newlines.
+	lines := strings.SplitN(buf.String(), "\n", 2)
+	require.Contains(t, lines[1], `"Smith, John","say ""hi""`+"\n"+`bye",1.50,-5,'=SUM(A1),+1,'-x,'@cmd,plain,"[""a"",""b""]",,-1e999,key,`)
+}
+
+func TestWriteCSVStatuses(t *testing.T) {
+	t.Parallel()
+	s := &fakeStore{items: []*engine.Item{
+		item(1, engine.ItemDone, `{"done":1}`),
+		item(2, engine.ItemError, `{"e":"x"}`),
+		item(3, engine.ItemNotFound, ""),
+		item(4, engine.ItemError, `{"e":"y"}`),
+		item(5, engine.ItemSkipped, `{"skip":1}`),
+	}}
+	var buf bytes.Buffer
+	n, err := WriteCSV(context.Background(), s, testJob, []engine.ItemStatus{engine.ItemError, engine.ItemNotFound}, &buf)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), n)
+	require.Equal(t, [][]string{
+		{"Seq", "Status", "Attempts", "Error", "e"},
+		{"2", "ERROR", "0", "", "x"},
+		{"3", "NOT_FOUND", "0", "", ""},
+		{"4", "ERROR", "0", "", "y"},
+	}, readCSV(t, buf.String()))
+}
+
+func TestWriteCSVEmpty(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	n, err := WriteCSV(context.Background(), &fakeStore{items: manyItems(3)}, testJob+1, nil, &buf)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	require.Equal(t, "Seq,Status,Attempts,Error\n", buf.String())
+}
+
+func TestWriteCSVContextCancel(t *testing.T) {
+	t.Parallel()
+	const total = 1000
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &fakeStore{items: manyItems(total)}
+	s.onItem = func(visited int) {
+		if visited == total+10 { // the 10th item of the second pass
+			cancel()
+		}
+	}
+	var buf bytes.Buffer
+	n, err := WriteCSV(ctx, s, testJob, nil, &buf)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, int64(9), n)
+	require.Equal(t, total+10, s.visited, "the scan stops at the cancelled item")
+	records := readCSV(t, buf.String())
+	require.Len(t, records, 10, "header and the rows written before the cancel")
+	require.Equal(t, []string{"9", "DONE", "0", "", "9"}, records[9])
+}
+
+func TestWriteCSVCancelledBeforeStart(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := &fakeStore{items: manyItems(10)}
+	var buf bytes.Buffer
+	n, err := WriteCSV(ctx, s, testJob, nil, &buf)
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, n)
+	require.Equal(t, 1, s.visited)
+	require.Empty(t, buf.String())
+}
+
+func TestWriteCSVBadResult(t *testing.T) {
+	t.Parallel()
+	s := &fakeStore{items: append(manyItems(2), item(3, engine.ItemDone, `{"n":`))}
+	var buf bytes.Buffer
+	_, err := WriteCSV(context.Background(), s, testJob, nil, &buf)
+	require.ErrorContains(t, err, "seq 3")
+}
+
+// failWriter fails every write.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
+
+func TestWriteCSVWriteError(t *testing.T) {
+	t.Parallel()
+	s := &fakeStore{items: manyItems(5000)}
+	_, err := WriteCSV(context.Background(), s, testJob, nil, failWriter{})
+	require.ErrorContains(t, err, "disk full")
+	require.Less(t, s.visited, 2*5000, "the scan stops at the first failed write")
+}
