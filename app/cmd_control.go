@@ -1,0 +1,237 @@
+package app
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/engine/export"
+	"github.com/spf13/cobra"
+)
+
+func newExportCmd(g *globals) *cobra.Command {
+	var format, output, statuses string
+	cmd := &cobra.Command{
+		Use:   "export JOB_ID --format csv -o FILE",
+		Short: "Write a job's results as the grid shows them",
+		Long: `Write a job's items in input order with the grid's columns: seq, status,
+attempts, error, then every result field (first-seen order). Cells that a
+spreadsheet would run as formulas are neutralised with a leading quote.
+-o - writes to standard output.`,
+		Example: `  sluice export 1 --format csv -o results.csv
+  sluice export 1 -o - --status DONE`,
+		Args: exactArgs(1, "one job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0], "job ID")
+			if err != nil {
+				return err
+			}
+			if strings.ToLower(format) != "csv" {
+				return usagef("--format: %q is not supported (csv)", format)
+			}
+			if output == "" {
+				return usagef("-o: name the output file (- for standard output)")
+			}
+			sts, err := engine.ParseItemStatuses(statuses)
+			if err != nil {
+				return usagef("--status: %s", engine.ErrorMessage(err))
+			}
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			if _, err := env.Store.GetJob(ctx, id); err != nil {
+				return err
+			}
+			var w io.Writer = g.stdout
+			var tmp *os.File
+			if output != "-" {
+				// Write next to the target and rename at the end, so a
+				// failed export never leaves a half file under its name.
+				tmp, err = os.CreateTemp(dirOf(output), ".sluice-export-*")
+				if err != nil {
+					return fmt.Errorf("create %s: %w", output, err)
+				}
+				defer os.Remove(tmp.Name())
+				w = tmp
+			}
+			bw := bufio.NewWriterSize(w, 256<<10)
+			n, err := export.WriteCSV(ctx, env.Store, id, sts, bw)
+			if err == nil {
+				err = bw.Flush()
+			}
+			if err != nil {
+				return fmt.Errorf("export job %d: %w", id, err)
+			}
+			if tmp != nil {
+				if err := tmp.Close(); err != nil {
+					return fmt.Errorf("write %s: %w", output, err)
+				}
+				if err := os.Rename(tmp.Name(), output); err != nil {
+					return fmt.Errorf("write %s: %w", output, err)
+				}
+				fmt.Fprintf(g.stderr, "exported %d rows of job %d to %s\n", n, id, output)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "csv", "file format: csv")
+	cmd.Flags().StringVarP(&output, "output", "o", "", "output file, - for standard output")
+	cmd.Flags().StringVar(&statuses, "status", "", "only items in these statuses (as the grid's filter)")
+	return cmd
+}
+
+func dirOf(path string) string {
+	if i := strings.LastIndexAny(path, `/\`); i >= 0 {
+		return path[:i+1]
+	}
+	return "."
+}
+
+func newReprocessCmd(g *globals) *cobra.Command {
+	var statuses, items string
+	var reset, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "reprocess JOB_ID",
+		Short: "Put failed (or chosen) items back in the queue",
+		Long: `Put a job's items back to PENDING so that workers process them again:
+by default every ERROR and NOT_FOUND item; --status picks other terminal
+statuses, --items picks items by id. PENDING and PROCESSING items are never
+touched. The job goes back to QUEUED.`,
+		Example: `  sluice reprocess 1
+  sluice reprocess 1 --status NOT_FOUND --reset-attempts
+  sluice reprocess 1 --items 17,18,40`,
+		Args: exactArgs(1, "one job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0], "job ID")
+			if err != nil {
+				return err
+			}
+			sts, err := engine.ParseItemStatuses(statuses)
+			if err != nil {
+				return usagef("--status: %s", engine.ErrorMessage(err))
+			}
+			var ids []int64
+			for _, s := range strings.Split(items, ",") {
+				if s = strings.TrimSpace(s); s == "" {
+					continue
+				}
+				n, err := strconv.ParseInt(s, 10, 64)
+				if err != nil || n <= 0 {
+					return usagef("--items: %q is not an item id", s)
+				}
+				ids = append(ids, n)
+			}
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			n, err := env.Store.ReprocessItems(ctx, &engine.ReprocessParams{JobID: id, ItemIDs: ids, Statuses: sts, ResetAttempts: reset, Now: time.Now()})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSONCompact(g.stdout, map[string]any{"jobId": id, "reprocessed": n})
+			}
+			fmt.Fprintf(g.stdout, "job %d: %d items back in the queue\n", id, n)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&statuses, "status", "", "statuses to reprocess (default ERROR,NOT_FOUND)")
+	cmd.Flags().StringVar(&items, "items", "", "item ids to reprocess (comma separated)")
+	cmd.Flags().BoolVar(&reset, "reset-attempts", false, "start the attempt count again from zero")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// stateChanges are the transitions people ask for, with the states they
+// are allowed from.
+var stateChanges = map[string]struct {
+	from  []engine.JobState
+	to    engine.JobState
+	short string
+}{
+	"pause":  {[]engine.JobState{engine.JobQueued, engine.JobRunning}, engine.JobPaused, "Stop handing out a job's items (in-flight items finish)"},
+	"resume": {[]engine.JobState{engine.JobPaused}, engine.JobQueued, "Let a paused job's items be processed again"},
+	"cancel": {[]engine.JobState{engine.JobQueued, engine.JobRunning, engine.JobPaused}, engine.JobCanceled, "Stop a job for good (reprocess can revive it)"},
+}
+
+func newStateCmd(g *globals, verb string) *cobra.Command {
+	ch := stateChanges[verb]
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   verb + " JOB_ID",
+		Short: ch.short,
+		Args:  exactArgs(1, "one job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0], "job ID")
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			j, err := env.Store.SetJobState(ctx, &engine.SetJobStateParams{JobID: id, From: ch.from, To: ch.to, Now: time.Now()})
+			if err != nil {
+				return err
+			}
+			if ch.to == engine.JobQueued {
+				env.Notifier.Notify()
+			}
+			if asJSON {
+				return writeJSON(g.stdout, viewJob(j, time.Now()))
+			}
+			fmt.Fprintf(g.stdout, "job %d: %s\n", j.ID, j.State)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
+	return cmd
+}
+
+func newDeleteCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "delete JOB_ID",
+		Short: "Delete a job with its items, attempts and stored file",
+		Args:  exactArgs(1, "one job ID"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0], "job ID")
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			f, err := env.Store.DeleteJob(ctx, id)
+			if err != nil {
+				return err
+			}
+			if f != nil && f.StoredPath != "" {
+				p := f.StoredPath
+				if !strings.HasPrefix(p, "/") {
+					p = env.Data + string(os.PathSeparator) + p
+				}
+				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+					env.Log.Warn("could not remove stored file", "path", p, "err", err)
+				}
+			}
+			fmt.Fprintf(g.stdout, "job %d deleted\n", id)
+			return nil
+		},
+	}
+}

@@ -1,0 +1,208 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/engine/tabular"
+	"github.com/spf13/cobra"
+)
+
+type ingestOut struct {
+	File    string  `json:"file"`
+	JobID   int64   `json:"jobId"`
+	Items   int64   `json:"items"`
+	Skipped int64   `json:"skipped"`
+	State   string  `json:"state"`
+	Error   string  `json:"error,omitempty"`
+	Seconds float64 `json:"seconds"`
+}
+
+func newIngestCmd(g *globals) *cobra.Command {
+	var pipeline, encoding, delimiter string
+	var wait, asJSON bool
+	var concurrency int
+	cmd := &cobra.Command{
+		Use:   "ingest FILE...",
+		Short: "Store every row of CSV files as a new job each",
+		Long: `Store every row of each CSV file as the items of a new job. The job becomes
+visible to workers only once every row is durable. Delimiter (, ; tab |) and
+encoding (UTF-8 with or without BOM, UTF-16 with BOM, Windows-1252) are
+detected; force them with --delimiter and --encoding. A row with the wrong
+number of fields becomes a SKIPPED item with the reason; a file that is not CSV
+fails its job with the line and the reason.
+
+With --wait, workers run in this process until these jobs finish.`,
+		Example: `  sluice ingest products.csv
+  sluice ingest a.csv b.csv --pipeline lookup --wait
+  sluice ingest export.txt --encoding utf-16le --delimiter tab --json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usagef("ingest needs at least one FILE")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts := tabular.Options{Encoding: encoding}
+			switch delimiter {
+			case "":
+			case "tab", `\t`:
+				opts.Delimiter = '\t'
+			default:
+				r, size := utf8.DecodeRuneInString(delimiter)
+				if size != len(delimiter) || r == '"' || r == '\n' || r == '\r' {
+					return usagef("--delimiter: %q is not a single character (use tab for a tab)", delimiter)
+				}
+				opts.Delimiter = r
+			}
+			for _, f := range args {
+				st, err := os.Stat(f)
+				if err != nil {
+					return fmt.Errorf("%s: %w", f, err)
+				}
+				if st.IsDir() {
+					return usagef("%s is a directory, not a file", f)
+				}
+			}
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			ing, err := env.Ingester()
+			if err != nil {
+				return err
+			}
+			var outs []ingestOut
+			var firstErr error
+			for _, f := range args {
+				o, err := ingestFile(ctx, ing, f, pipeline, opts)
+				outs = append(outs, o)
+				if err != nil && firstErr == nil {
+					firstErr = err
+				}
+				if !asJSON {
+					if o.Error != "" {
+						fmt.Fprintf(g.stderr, "%s: job %d FAILED: %s\n", f, o.JobID, o.Error)
+					} else {
+						fmt.Fprintf(g.stdout, "job %d: %d items from %s (%s)\n", o.JobID, o.Items, f, o.State)
+					}
+				}
+				if engine.ErrorCode(err) == engine.EINVALID && o.JobID == 0 {
+					break // e.g. no such pipeline: the next files would fail the same way
+				}
+			}
+			if wait && firstErr == nil {
+				if err := waitForJobs(ctx, env, outs, concurrency); err != nil {
+					return err
+				}
+			}
+			if asJSON {
+				for _, o := range outs {
+					if err := writeJSONLine(g, o); err != nil {
+						return err
+					}
+				}
+			} else if wait {
+				for _, o := range outs {
+					fmt.Fprintf(g.stdout, "job %d: %s\n", o.JobID, o.State)
+				}
+			}
+			return firstErr
+		},
+	}
+	f := cmd.Flags()
+	f.StringVarP(&pipeline, "pipeline", "p", engine.DefaultPipeline, "pipeline that processes the rows")
+	f.BoolVar(&wait, "wait", false, "run workers in this process until these jobs finish")
+	f.IntVar(&concurrency, "concurrency", 0, "workers for --wait (default SLUICE_CONCURRENCY or 8)")
+	f.StringVar(&encoding, "encoding", "auto", "input encoding: auto, utf-8, utf-16le, utf-16be, windows-1252")
+	f.StringVar(&delimiter, "delimiter", "", "field delimiter (default: detected among , ; tab |)")
+	f.BoolVar(&asJSON, "json", false, "print one JSON object per file")
+	return cmd
+}
+
+func writeJSONLine(g *globals, v any) error {
+	return writeJSONCompact(g.stdout, v)
+}
+
+func ingestFile(ctx context.Context, ing *engine.Ingester, path, pipeline string, opts tabular.Options) (ingestOut, error) {
+	out := ingestOut{File: path}
+	f, err := os.Open(path)
+	if err != nil {
+		out.Error = err.Error()
+		return out, err
+	}
+	defer f.Close()
+	abs, _ := filepath.Abs(path)
+	start := time.Now()
+	res, err := ing.IngestCSV(ctx, engine.IngestRequest{
+		Pipeline: pipeline, Name: filepath.Base(path), Source: "manual", SourceRef: abs, Input: f, CSV: opts,
+	})
+	out.Seconds = time.Since(start).Seconds()
+	if res != nil && res.Job != nil {
+		out.JobID, out.Items, out.Skipped, out.State = res.Job.ID, res.Rows, res.Skipped, string(res.Job.State)
+	}
+	if err != nil {
+		out.Error = engine.ErrorMessage(err)
+		if engine.ErrorCode(err) == engine.EINTERNAL {
+			out.Error = err.Error()
+		}
+	}
+	return out, err
+}
+
+// waitForJobs runs a runner in this process until every job is terminal
+// (finished by this process or another).
+func waitForJobs(ctx context.Context, env *Env, outs []ingestOut, concurrency int) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var mu sync.Mutex
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range outs {
+			j, err := env.Store.GetJob(ctx, outs[i].JobID)
+			if err != nil {
+				return
+			}
+			outs[i].State = string(j.State)
+			if !j.State.Terminal() && j.State != engine.JobPaused {
+				return
+			}
+		}
+		cancel()
+	}
+	r, err := env.Runner(concurrency, false, func(int64) { check() })
+	if err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(500 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				check()
+			}
+		}
+	}()
+	check()
+	_, err = r.Run(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	for i := range outs {
+		if j, gerr := env.Store.GetJob(context.WithoutCancel(ctx), outs[i].JobID); gerr == nil {
+			outs[i].State = string(j.State)
+		}
+	}
+	return err
+}

@@ -1,0 +1,125 @@
+package app
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+)
+
+func newPipelineCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "pipeline",
+		Short: "Manage pipelines (apply, show)",
+		Args:  noArgs,
+	}
+	apply := &cobra.Command{
+		Use:   "apply FILE",
+		Short: "Create or update a pipeline from a YAML or JSON file",
+		Long: `Create or update a pipeline. The file is YAML or JSON; the smallest one is
+  {"name":"slow","stages":[{"processor":"noop","config":{"delayMs":5}}]}
+Each stage names a processor (` + engine.NewRegistry().KindList() + `) and its config; a retry
+policy per error class and a priority are optional:
+  retry:
+    transient:   {maxAttempts: 5, delays: [1s, 5s, 30s, 2m]}
+    rateLimited: {maxAttempts: 20}
+    notFound:    {maxAttempts: 2, delays: [30s]}
+Applying bumps the pipeline's version; running workers pick it up within seconds.`,
+		Args: exactArgs(1, "one FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			raw, err := os.ReadFile(args[0])
+			if err != nil {
+				return err
+			}
+			js, err := yaml.YAMLToJSON(raw)
+			if err != nil {
+				return engine.Errorf(engine.EINVALID, "%s: not valid YAML or JSON: %v", args[0], err)
+			}
+			var p engine.Pipeline
+			dec := json.NewDecoder(bytes.NewReader(js))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&p); err != nil {
+				return engine.Errorf(engine.EINVALID, "%s: %v", args[0], err)
+			}
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			if err := p.Validate(env.Registry); err != nil {
+				return engine.Errorf(engine.EINVALID, "%s: %s", args[0], engine.ErrorMessage(err))
+			}
+			stored, err := env.Store.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: &p, Now: time.Now()})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(g.stdout, "pipeline %s: version %d (%d stages)\n", stored.Name, stored.Version, len(stored.Stages))
+			return nil
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Print a pipeline as JSON",
+		Args:  exactArgs(1, "one pipeline NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			p, err := env.Store.GetPipeline(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return writeJSON(g.stdout, p)
+		},
+	}
+	cmd.AddCommand(apply, show)
+	return cmd
+}
+
+func newPipelinesCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "pipelines",
+		Short: "List pipelines",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			env, err := g.open(ctx)
+			if err != nil {
+				return err
+			}
+			defer env.Close()
+			ps, err := env.Store.ListPipelines(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(g.stdout, map[string]any{"pipelines": ps})
+			}
+			tw := table(g.stdout)
+			fmt.Fprintln(tw, "NAME\tVERSION\tSTAGES\tUPDATED\tDESCRIPTION")
+			for _, p := range ps {
+				kinds := ""
+				for i, s := range p.Stages {
+					if i > 0 {
+						kinds += " → "
+					}
+					kinds += s.Processor
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Name, p.Version, kinds, shortTime(p.UpdatedAt), p.Description)
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}

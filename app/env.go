@@ -1,0 +1,159 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/engine/adapt"
+	"github.com/sluicehq/sluice/storage/sqlite"
+)
+
+// DBFile is the database file's name inside the data directory.
+const DBFile = "sluice.db"
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultDataDir is the user's data directory for Sluice.
+func defaultDataDir() string {
+	switch runtime.GOOS {
+	case "windows":
+		if d := os.Getenv("LocalAppData"); d != "" {
+			return filepath.Join(d, "Sluice")
+		}
+	case "darwin":
+		if h, err := os.UserHomeDir(); err == nil {
+			return filepath.Join(h, "Library", "Application Support", "Sluice")
+		}
+	}
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "sluice")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "sluice")
+	}
+	return "sluice-data"
+}
+
+// Tuning holds the adaptive bounds, read from SLUICE_* variables.
+type Tuning struct {
+	Ingest      adapt.IngestConfig
+	Claim       adapt.ClaimConfig
+	Lease       adapt.LeaseConfig
+	Concurrency int
+}
+
+// TuningFromEnv reads the bounds; a malformed value is an error naming the
+// variable.
+func TuningFromEnv() (Tuning, error) {
+	var t Tuning
+	var errs []error
+	intVar := func(name string, dst *int) {
+		if v := os.Getenv(name); v != "" {
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				errs = append(errs, fmt.Errorf("%s: %q is not a non-negative whole number", name, v))
+				return
+			}
+			*dst = n
+		}
+	}
+	msVar := func(name string, dst *time.Duration) {
+		var n int
+		intVar(name, &n)
+		if n > 0 {
+			*dst = time.Duration(n) * time.Millisecond
+		}
+	}
+	intVar("SLUICE_INGEST_MIN_ROWS", &t.Ingest.MinRows)
+	intVar("SLUICE_INGEST_MAX_ROWS", &t.Ingest.MaxRows)
+	intVar("SLUICE_INGEST_START_ROWS", &t.Ingest.StartRows)
+	intVar("SLUICE_INGEST_MAX_BATCH_BYTES", &t.Ingest.MaxBatchBytes)
+	msVar("SLUICE_DB_P50_MS", &t.Ingest.TargetP50)
+	msVar("SLUICE_DB_P95_MS", &t.Ingest.TargetP95)
+	msVar("SLUICE_WORKER_TARGET_SLICE_MS", &t.Claim.TargetSlice)
+	intVar("SLUICE_CLAIM_MIN", &t.Claim.Min)
+	intVar("SLUICE_CLAIM_MAX", &t.Claim.Max)
+	if v := os.Getenv("SLUICE_SAFETY_FACTOR"); v != "" {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f <= 0 || f > 1 {
+			errs = append(errs, fmt.Errorf("SLUICE_SAFETY_FACTOR: %q is not a number in (0, 1]", v))
+		} else {
+			t.Claim.Safety = f
+		}
+	}
+	msVar("SLUICE_LOCK_FLOOR_MS", &t.Lease.Floor)
+	msVar("SLUICE_LOCK_CAP_MS", &t.Lease.Cap)
+	intVar("SLUICE_CONCURRENCY", &t.Concurrency)
+	t.Ingest = t.Ingest.WithDefaults()
+	t.Claim = t.Claim.WithDefaults()
+	t.Lease = t.Lease.WithDefaults()
+	errs = append(errs, t.Ingest.Validate(), t.Claim.Validate(), t.Lease.Validate())
+	if err := errors.Join(errs...); err != nil {
+		return t, usagef("%v (names without the SLUICE_ prefix refer to SLUICE_ variables)", err)
+	}
+	return t, nil
+}
+
+// Env is an opened data directory with everything the commands need.
+type Env struct {
+	Data     string
+	Store    *sqlite.Store
+	Log      *slog.Logger
+	Notifier *engine.Notifier
+	Registry *engine.Registry
+	Tuning   Tuning
+}
+
+func (g *globals) open(ctx context.Context) (*Env, error) {
+	log, err := newLogger(g)
+	if err != nil {
+		return nil, err
+	}
+	tuning, err := TuningFromEnv()
+	if err != nil {
+		return nil, err
+	}
+	if g.data == "" {
+		return nil, usagef("--data: no data directory given")
+	}
+	if err := os.MkdirAll(g.data, 0o700); err != nil {
+		return nil, fmt.Errorf("create data directory %s: %w", g.data, err)
+	}
+	store, err := sqlite.Open(ctx, filepath.Join(g.data, DBFile), sqlite.Options{Synchronous: g.sync})
+	if err != nil {
+		return nil, fmt.Errorf("open store in %s: %w", g.data, err)
+	}
+	return &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: engine.NewRegistry(), Tuning: tuning}, nil
+}
+
+// Close closes the store.
+func (e *Env) Close() error { return e.Store.Close() }
+
+// Ingester returns an ingester on this env.
+func (e *Env) Ingester() (*engine.Ingester, error) {
+	return engine.NewIngester(engine.IngesterConfig{Store: e.Store, Notifier: e.Notifier, Logger: e.Log, Batch: e.Tuning.Ingest})
+}
+
+// Runner returns a runner on this env.
+func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engine.Runner, error) {
+	if concurrency == 0 {
+		concurrency = e.Tuning.Concurrency
+	}
+	return engine.NewRunner(engine.RunnerConfig{
+		Store: e.Store, Registry: e.Registry, Notifier: e.Notifier, Logger: e.Log,
+		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
+	})
+}

@@ -1,0 +1,85 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
+
+func parseID(s, what string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, usagef("%s: %q is not a valid id (a positive whole number)", what, s)
+	}
+	return id, nil
+}
+
+func shortTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Local().Format("2006-01-02 15:04:05")
+}
+
+// jobView is a job as the CLI and API show it: the stored job plus derived
+// progress figures.
+type jobView struct {
+	*engine.Job
+	Processed   int64   `json:"processed"`
+	Failed      int64   `json:"failed"`
+	Percent     float64 `json:"percent"`
+	ItemsPerSec float64 `json:"itemsPerSec"`
+	// ETASeconds is the estimated time left at the current rate (null when
+	// unknown).
+	ETASeconds *float64 `json:"etaSeconds"`
+}
+
+func viewJob(j *engine.Job, now time.Time) jobView {
+	v := jobView{Job: j, Processed: j.Counts.Finished(), Failed: j.Counts.Failed()}
+	if j.TotalItems > 0 {
+		v.Percent = 100 * float64(v.Processed) / float64(j.TotalItems)
+	}
+	if j.StartedAt != nil {
+		end := now
+		if j.FinishedAt != nil {
+			end = *j.FinishedAt
+		}
+		if el := end.Sub(*j.StartedAt).Seconds(); el > 0 {
+			v.ItemsPerSec = float64(j.Counts.Done+j.Counts.Error+j.Counts.NotFound) / el
+		}
+		left := j.Counts.Pending + j.Counts.Processing
+		if v.ItemsPerSec > 0 && !j.State.Terminal() {
+			eta := float64(left) / v.ItemsPerSec
+			v.ETASeconds = &eta
+		}
+	}
+	return v
+}
+
+func printJobs(w io.Writer, jobs []*engine.Job) error {
+	tw := table(w)
+	fmt.Fprintln(tw, "ID\tSTATE\tPIPELINE\tITEMS\tDONE\tERROR\tNOT_FOUND\tSKIPPED\tPENDING\tNAME\tCREATED")
+	for _, j := range jobs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\n", j.ID, j.State, j.Pipeline, j.Counts.Total(),
+			j.Counts.Done, j.Counts.Error, j.Counts.NotFound, j.Counts.Skipped, j.Counts.Pending+j.Counts.Processing,
+			j.Name, shortTime(j.CreatedAt))
+	}
+	return tw.Flush()
+}
+
+func writeJSONCompact(w io.Writer, v any) error {
+	return json.NewEncoder(w).Encode(v)
+}
