@@ -1,7 +1,148 @@
 package app
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// benchResult is one benchmark's figures.
+type benchResult struct {
+	Name    string             `json:"name"`
+	Figures map[string]float64 `json:"figures"`
+	Target  string             `json:"target,omitempty"`
+	Pass    *bool              `json:"pass,omitempty"`
+	Note    string             `json:"note,omitempty"`
+}
 
 func newBenchCmd(g *globals) *cobra.Command {
-	return &cobra.Command{Use: "bench", Short: "Run the benchmarks", Hidden: true, RunE: func(*cobra.Command, []string) error { return usagef("bench: not built yet") }}
+	var only, cpuProfile string
+	var asJSON bool
+	var rows, items, latencyN int
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Run the performance benchmarks and print their figures",
+		Long: `Run Sluice's benchmarks on fresh databases in a temporary directory (the
+--data directory is not touched) with the default durability settings:
+
+  ingest      a generated CSV (--rows, default 1,000,000 rows, 6 columns, ~100 MB)
+              through 'sluice ingest' in a child process (wall time, peak RSS),
+              next to the sqlite3 shell's .import of the same file when sqlite3
+              is installed
+  throughput  --items (default 100,000) items through the noop pipeline, first
+              claim to last completion
+  latency     --latency-n single-item jobs enqueued in-process 5 ms apart with an
+              idle worker: enqueue call to processing start
+  keyset      a 100-item page at random depths of the ingest benchmark's job
+
+Run one or some with --only ingest,keyset.`,
+		Args: noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			want := map[string]bool{}
+			for _, s := range strings.Split(only, ",") {
+				if s = strings.TrimSpace(s); s != "" {
+					switch s {
+					case "ingest", "throughput", "latency", "keyset":
+						want[s] = true
+					default:
+						return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset)", s)
+					}
+				}
+			}
+			all := len(want) == 0
+			if cpuProfile != "" {
+				f, err := os.Create(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			dir, err := os.MkdirTemp("", "sluice-bench-")
+			if err != nil {
+				return err
+			}
+			defer os.RemoveAll(dir)
+			ctx := cmd.Context()
+			b := &bench{g: g, dir: dir, rows: rows, items: items, latencyN: latencyN}
+			var results []benchResult
+			run := func(name string, fn func(context.Context) (benchResult, error)) error {
+				if !all && !want[name] {
+					return nil
+				}
+				if !asJSON {
+					fmt.Fprintf(g.stderr, "bench %s ...\n", name)
+				}
+				r, err := fn(ctx)
+				if err != nil {
+					return fmt.Errorf("bench %s: %w", name, err)
+				}
+				results = append(results, r)
+				if !asJSON {
+					printBench(g, r)
+				}
+				return nil
+			}
+			if err := run("throughput", b.throughput); err != nil {
+				return err
+			}
+			if err := run("latency", b.latency); err != nil {
+				return err
+			}
+			if err := run("ingest", b.ingest); err != nil {
+				return err
+			}
+			if want["keyset"] && !want["ingest"] && !all {
+				// keyset needs the ingest benchmark's database.
+				if _, err := b.ingest(ctx); err != nil {
+					return err
+				}
+			}
+			if err := run("keyset", b.keyset); err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&only, "only", "", "run only these benchmarks (comma separated)")
+	f.IntVar(&rows, "rows", 1_000_000, "rows of the ingest benchmark's CSV")
+	f.IntVar(&items, "items", 100_000, "items of the throughput benchmark")
+	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
+	return cmd
 }
+
+func printBench(g *globals, r benchResult) {
+	js, _ := json.Marshal(r.Figures)
+	verdict := ""
+	if r.Pass != nil {
+		verdict = " FAIL"
+		if *r.Pass {
+			verdict = " ok"
+		}
+	}
+	fmt.Fprintf(g.stdout, "%-10s %s", r.Name, js)
+	if r.Target != "" {
+		fmt.Fprintf(g.stdout, "  target: %s%s", r.Target, verdict)
+	}
+	fmt.Fprintln(g.stdout)
+	if r.Note != "" {
+		fmt.Fprintf(g.stdout, "%-10s %s\n", "", r.Note)
+	}
+}
+
+func boolp(b bool) *bool { return &b }

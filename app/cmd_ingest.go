@@ -206,3 +206,5 @@ func waitForJobs(ctx context.Context, env *Env, outs []ingestOut, concurrency in
 	}
 	return err
 }
+
+func defaultCSV() tabular.Options { return tabular.Options{} }

@@ -53,6 +53,9 @@ type Tuning struct {
 	Claim       adapt.ClaimConfig
 	Lease       adapt.LeaseConfig
 	Concurrency int
+	// ReapInterval and StaleIngestAfter: see engine.RunnerConfig.
+	ReapInterval     time.Duration
+	StaleIngestAfter time.Duration
 }
 
 // TuningFromEnv reads the bounds; a malformed value is an error naming the
@@ -97,6 +100,8 @@ func TuningFromEnv() (Tuning, error) {
 	msVar("SLUICE_LOCK_FLOOR_MS", &t.Lease.Floor)
 	msVar("SLUICE_LOCK_CAP_MS", &t.Lease.Cap)
 	intVar("SLUICE_CONCURRENCY", &t.Concurrency)
+	msVar("SLUICE_REAP_INTERVAL_MS", &t.ReapInterval)
+	msVar("SLUICE_STALE_INGEST_MS", &t.StaleIngestAfter)
 	t.Ingest = t.Ingest.WithDefaults()
 	t.Claim = t.Claim.WithDefaults()
 	t.Lease = t.Lease.WithDefaults()
@@ -155,5 +160,6 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 	return engine.NewRunner(engine.RunnerConfig{
 		Store: e.Store, Registry: e.Registry, Notifier: e.Notifier, Logger: e.Log,
 		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
+		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter,
 	})
 }

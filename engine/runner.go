@@ -79,6 +79,8 @@ type inflightItem struct {
 
 type runStats struct {
 	claimed    atomic.Int64
+	claims     atomic.Int64 // claim transactions that returned items
+	commits    atomic.Int64 // outcome transactions
 	completed  atomic.Int64
 	stale      atomic.Int64
 	reaped     atomic.Int64
@@ -168,6 +170,10 @@ type RunSummary struct {
 	Retried   int64            `json:"retried"`
 	Stale     int64            `json:"stale"`
 	Reaped    int64            `json:"reaped"`
+	// Claims and Commits count the transactions that claimed items and
+	// wrote outcomes: items per transaction is what group commit buys.
+	Claims  int64 `json:"claims"`
+	Commits int64 `json:"commits"`
 	// Busy is the time from the first claim to the last durable outcome.
 	Busy        time.Duration `json:"busyNs"`
 	ItemsPerSec float64       `json:"itemsPerSec"`
@@ -179,6 +185,7 @@ func (r *Runner) Summary() *RunSummary {
 	s := &RunSummary{
 		WorkerID: r.cfg.WorkerID, Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load(),
 		Retried: r.stats.retried.Load(), Stale: r.stats.stale.Load(), Reaped: r.stats.reaped.Load(),
+		Claims: r.stats.claims.Load(), Commits: r.stats.commits.Load(),
 		ByStatus: map[string]int64{},
 	}
 	for i, st := range ItemStatuses {
@@ -334,6 +341,7 @@ func (r *Runner) claimBatch(ctx context.Context, size int) ([]*Item, error) {
 	}
 	r.stats.firstClaim.CompareAndSwap(0, time.Now().UnixNano())
 	r.stats.claimed.Add(int64(len(items)))
+	r.stats.claims.Add(1)
 	until := now.Add(lease)
 	r.mu.Lock()
 	for _, it := range items {
@@ -377,6 +385,7 @@ func (r *Runner) flush(batch []Outcome) {
 	for try := 0; ; try++ {
 		res, err = r.store.CompleteItems(ctx, &CompleteItemsParams{WorkerID: r.cfg.WorkerID, Outcomes: batch, Now: r.clock.Now()})
 		if err == nil {
+			r.stats.commits.Add(1)
 			break
 		}
 		if try >= 8 {

@@ -42,7 +42,7 @@ func fillCells(cells []string, it *engine.Item, cols []Column) error {
 			cells[i] = ""
 		}
 	}
-	iter, ok, err := newObjectIter(it.Result, string(it.Result))
+	iter, ok, err := newObjectIter(string(it.Result))
 	if err != nil {
 		return itemError(it, err)
 	}
@@ -51,7 +51,10 @@ func fillCells(cells []string, it *engine.Item, cols []Column) error {
 	}
 	hint := 0
 	for {
-		rawKey, value, spaced, more := iter.next()
+		rawKey, value, spaced, more, err := iter.next()
+		if err != nil {
+			return itemError(it, err)
+		}
 		if !more {
 			return nil
 		}

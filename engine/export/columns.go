@@ -88,7 +88,7 @@ func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		iter, ok, err := newObjectIter(it.Result, string(it.Result))
+		iter, ok, err := newObjectIter(string(it.Result))
 		if err != nil {
 			return itemError(it, err)
 		}
@@ -96,7 +96,10 @@ func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine
 			return nil
 		}
 		for {
-			rawKey, _, _, more := iter.next()
+			rawKey, _, _, more, err := iter.next()
+			if err != nil {
+				return itemError(it, err)
+			}
 			if !more {
 				return nil
 			}

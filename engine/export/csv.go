@@ -23,8 +23,11 @@ import (
 // pass, and a result key that first appears between the passes has no column
 // and is left out; export a finished (or paused) job for an exact file.
 //
-// On an error, including ctx being cancelled, the rows already produced have
-// been flushed to w and their count is returned with the error.
+// WriteCSV stops at the first error: ctx cancelled (checked before every
+// item), a failed write to w, or an item whose Result is not a JSON object or
+// null. It then flushes the rows produced so far to w and returns their count
+// with the error, so a caller that already sent part of a response can tell
+// how far it got.
 func WriteCSV(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus, w io.Writer) (int64, error) {
 	cols, err := Columns(ctx, s, jobID, statuses)
 	if err != nil {

@@ -15,57 +15,88 @@ var errNotObject = errors.New("result is not a JSON object")
 // errInvalidJSON reports a Result that is not valid JSON.
 var errInvalidJSON = errors.New("result is not valid JSON")
 
+// maxDepth is how deeply values may nest, as in encoding/json.
+const maxDepth = 10000
+
 // objectIter walks the top-level members of a JSON object held in a string,
-// in the order of the text. It trusts its input to be valid JSON (callers
-// check with json.Valid first) and so only looks for structure.
+// in the order of the text, validating as it goes: one pass over the text
+// both checks it (with the same verdict as json.Valid) and finds the members.
 type objectIter struct {
-	s string
-	i int
+	s     string
+	i     int
+	first bool
 }
 
-// newObjectIter checks that raw is valid JSON and positions an iterator on
-// its top-level object. It returns ok false, with no error, for an empty
-// Result or JSON null (an item without a result), and errNotObject or
-// errInvalidJSON for anything else that is not an object.
-func newObjectIter(raw []byte, s string) (it objectIter, ok bool, err error) {
-	if len(raw) == 0 {
+// newObjectIter positions an iterator on the object in s. It returns ok
+// false, with no error, for an empty Result or JSON null (an item without a
+// result), errNotObject for other valid JSON and errInvalidJSON for text that
+// is not JSON.
+func newObjectIter(s string) (it objectIter, ok bool, err error) {
+	if len(s) == 0 {
 		return objectIter{}, false, nil
-	}
-	if !json.Valid(raw) {
-		return objectIter{}, false, errInvalidJSON
 	}
 	i := skipSpace(s, 0)
-	switch s[i] {
-	case '{':
-		return objectIter{s: s, i: i + 1}, true, nil
-	case 'n':
+	if at(s, i) == '{' {
+		return objectIter{s: s, i: i + 1, first: true}, true, nil
+	}
+	if strings.HasPrefix(s[i:], "null") && skipSpace(s, i+4) == len(s) {
 		return objectIter{}, false, nil
-	default:
+	}
+	if json.Valid([]byte(s)) {
 		return objectIter{}, false, errNotObject
 	}
+	return objectIter{}, false, errInvalidJSON
 }
 
-// next returns the next member: its key as the raw text between the quotes,
+// next returns the next member: its key as the raw text between the quotes
 // and its value as raw JSON text. spaced reports whitespace outside strings
-// inside an object or array value (so it needs compacting). ok is false after
-// the last member.
-func (it *objectIter) next() (rawKey, value string, spaced, ok bool) {
+// inside an object or array value (which then needs compacting). ok is false
+// after the last member, once the rest of the text is checked to be only
+// whitespace; err is errInvalidJSON as soon as the text is not JSON.
+func (it *objectIter) next() (rawKey, value string, spaced, ok bool, err error) {
 	s := it.s
 	i := skipSpace(s, it.i)
-	if i >= len(s) || s[i] == '}' {
+	switch c := at(s, i); {
+	case c == '}':
+		if skipSpace(s, i+1) != len(s) {
+			return "", "", false, false, errInvalidJSON
+		}
 		it.i = len(s)
-		return "", "", false, false
-	}
-	if s[i] == ',' {
+		return "", "", false, false, nil
+	case it.first:
+	case c == ',':
 		i = skipSpace(s, i+1)
+	default:
+		return "", "", false, false, errInvalidJSON
 	}
-	kend := stringEnd(s, i)
+	if at(s, i) != '"' {
+		return "", "", false, false, errInvalidJSON
+	}
+	kend, ok := stringEnd(s, i)
+	if !ok {
+		return "", "", false, false, errInvalidJSON
+	}
 	rawKey = s[i+1 : kend-1]
 	i = skipSpace(s, kend)
-	i = skipSpace(s, i+1) // past ':'
-	vend, spaced := valueEnd(s, i)
+	if at(s, i) != ':' {
+		return "", "", false, false, errInvalidJSON
+	}
+	i = skipSpace(s, i+1)
+	vend, spaced, ok := valueEnd(s, i, 2) // the object itself is depth 1
+	if !ok {
+		return "", "", false, false, errInvalidJSON
+	}
 	it.i = vend
-	return rawKey, s[i:vend], spaced, true
+	it.first = false
+	return rawKey, s[i:vend], spaced, true, nil
+}
+
+// at returns s[i], or 0 (never valid in JSON outside strings) past the end.
+func at(s string, i int) byte {
+	if i < len(s) {
+		return s[i]
+	}
+	return 0
 }
 
 // skipSpace returns the index of the first non-whitespace byte at or after i.
@@ -81,62 +112,169 @@ func skipSpace(s string, i int) int {
 	return i
 }
 
-// stringEnd returns the index just past the closing quote of the JSON string
-// that starts at s[i].
-func stringEnd(s string, i int) int {
-	for i++; i < len(s); i++ {
-		switch s[i] {
-		case '"':
-			return i + 1
-		case '\\':
-			i++ // skip the escaped byte
-		}
-	}
-	return len(s)
-}
-
-// valueEnd returns the index just past the JSON value that starts at s[i];
-// spaced reports whitespace outside strings inside an object or array.
-func valueEnd(s string, i int) (end int, spaced bool) {
-	switch s[i] {
-	case '"':
-		return stringEnd(s, i), false
-	case '{', '[':
-		depth := 0
-		for i < len(s) {
-			switch s[i] {
-			case '"':
-				i = stringEnd(s, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1, spaced
+// stringEnd checks the JSON string that starts at s[i] (a quote) and returns
+// the index just past its closing quote. Like encoding/json, it accepts
+// invalid UTF-8 (decoding turns it into U+FFFD).
+func stringEnd(s string, i int) (int, bool) {
+	for i++; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"':
+			return i + 1, true
+		case c == '\\':
+			switch at(s, i+1) {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(s) || !isHex(s[i+2]) || !isHex(s[i+3]) || !isHex(s[i+4]) || !isHex(s[i+5]) {
+					return 0, false
 				}
-			case ' ', '\t', '\n', '\r':
-				spaced = true
+				i += 6
+			default:
+				return 0, false
 			}
+		case c < 0x20:
+			return 0, false
+		default:
 			i++
 		}
-		return len(s), spaced
-	default: // number, true, false, null
-		for i < len(s) {
-			switch s[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i, false
-			}
-			i++
-		}
-		return i, false
+	}
+	return 0, false
+}
+
+// isHex reports whether c is a hexadecimal digit.
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// isDigit reports whether c is a decimal digit.
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// valueEnd checks the JSON value that starts at s[i], at nesting depth
+// depth, and returns the index just past it; spaced reports whitespace
+// outside strings inside an object or array.
+func valueEnd(s string, i, depth int) (end int, spaced, ok bool) {
+	switch c := at(s, i); c {
+	case '"':
+		end, ok = stringEnd(s, i)
+		return end, false, ok
+	case '{', '[':
+		return compositeEnd(s, i, depth)
+	case 't':
+		return literalEnd(s, i, "true")
+	case 'f':
+		return literalEnd(s, i, "false")
+	case 'n':
+		return literalEnd(s, i, "null")
+	default:
+		end, ok = numberEnd(s, i)
+		return end, false, ok
 	}
 }
 
-// unquote returns the text of a JSON string given the raw text between its
-// quotes. Text without escapes and in valid UTF-8 is returned as a substring
-// (no copy); anything else is decoded by encoding/json, which also replaces
-// invalid UTF-8 with U+FFFD, so keys and values read the same everywhere.
+// literalEnd checks that lit starts at s[i].
+func literalEnd(s string, i int, lit string) (int, bool, bool) {
+	if !strings.HasPrefix(s[i:], lit) {
+		return 0, false, false
+	}
+	return i + len(lit), false, true
+}
+
+// numberEnd checks the JSON number that starts at s[i]:
+// -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?
+func numberEnd(s string, i int) (int, bool) {
+	if at(s, i) == '-' {
+		i++
+	}
+	switch c := at(s, i); {
+	case c == '0':
+		i++
+	case '1' <= c && c <= '9':
+		for i++; isDigit(at(s, i)); i++ {
+		}
+	default:
+		return 0, false
+	}
+	if at(s, i) == '.' {
+		i++
+		if !isDigit(at(s, i)) {
+			return 0, false
+		}
+		for i++; isDigit(at(s, i)); i++ {
+		}
+	}
+	if c := at(s, i); c == 'e' || c == 'E' {
+		i++
+		if c := at(s, i); c == '+' || c == '-' {
+			i++
+		}
+		if !isDigit(at(s, i)) {
+			return 0, false
+		}
+		for i++; isDigit(at(s, i)); i++ {
+		}
+	}
+	return i, true
+}
+
+// compositeEnd checks the object or array that starts at s[i].
+func compositeEnd(s string, i, depth int) (end int, spaced, ok bool) {
+	if depth > maxDepth {
+		return 0, false, false
+	}
+	closer := byte(']')
+	object := s[i] == '{'
+	if object {
+		closer = '}'
+	}
+	// space skips whitespace from j, noting whether there was any.
+	space := func(j int) int {
+		k := skipSpace(s, j)
+		if k != j {
+			spaced = true
+		}
+		return k
+	}
+	i = space(i + 1)
+	if at(s, i) == closer {
+		return i + 1, spaced, true
+	}
+	for {
+		if object {
+			if at(s, i) != '"' {
+				return 0, false, false
+			}
+			if i, ok = stringEnd(s, i); !ok {
+				return 0, false, false
+			}
+			i = space(i)
+			if at(s, i) != ':' {
+				return 0, false, false
+			}
+			i = space(i + 1)
+		}
+		var sp bool
+		if i, sp, ok = valueEnd(s, i, depth+1); !ok {
+			return 0, false, false
+		}
+		spaced = spaced || sp
+		i = space(i)
+		switch at(s, i) {
+		case ',':
+			i = space(i + 1)
+		case closer:
+			return i + 1, spaced, true
+		default:
+			return 0, false, false
+		}
+	}
+}
+
+// unquote returns the text of a JSON string given the (checked) raw text
+// between its quotes. Text without escapes and in valid UTF-8 is returned as
+// a substring (no copy); anything else is decoded by encoding/json, which
+// also replaces invalid UTF-8 with U+FFFD, so keys and values read the same
+// everywhere.
 func unquote(inner string) (string, error) {
 	if strings.IndexByte(inner, '\\') < 0 && utf8.ValidString(inner) {
 		return inner, nil
@@ -152,7 +290,7 @@ func unquote(inner string) (string, error) {
 	return out, nil
 }
 
-// valueText renders one raw JSON value as cell text.
+// valueText renders one (checked) raw JSON value as cell text.
 func valueText(v string, spaced bool) (string, error) {
 	switch v[0] {
 	case '"':

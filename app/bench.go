@@ -1,0 +1,283 @@
+package app
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/storage/sqlite"
+)
+
+// bench holds the state shared by the benchmarks of one run.
+type bench struct {
+	g        *globals
+	dir      string
+	rows     int
+	items    int
+	latencyN int
+	// ingestDB and ingestJob are left by the ingest benchmark for keyset.
+	ingestDB  string
+	ingestJob int64
+}
+
+func (b *bench) openEnv(ctx context.Context, name string) (*Env, error) {
+	g := *b.g
+	g.data = filepath.Join(b.dir, name)
+	g.logLevel = "error"
+	return g.open(ctx)
+}
+
+// throughput: N noop items, first claim to last durable completion.
+func (b *bench) throughput(ctx context.Context) (benchResult, error) {
+	env, err := b.openEnv(ctx, "throughput")
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer env.Close()
+	path := filepath.Join(b.dir, "throughput.csv")
+	if err := writeBenchCSV(path, b.items); err != nil {
+		return benchResult{}, err
+	}
+	ing, err := env.Ingester()
+	if err != nil {
+		return benchResult{}, err
+	}
+	if _, err := ingestFile(ctx, ing, path, engine.DefaultPipeline, defaultCSV()); err != nil {
+		return benchResult{}, err
+	}
+	r, err := env.Runner(0, true, nil)
+	if err != nil {
+		return benchResult{}, err
+	}
+	sum, err := r.Run(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
+	if sum.Completed != int64(b.items) {
+		return benchResult{}, fmt.Errorf("completed %d of %d items", sum.Completed, b.items)
+	}
+	rate := sum.ItemsPerSec
+	return benchResult{
+		Name:    "throughput",
+		Figures: map[string]float64{"items": float64(sum.Completed), "seconds": sum.Busy.Seconds(), "itemsPerSec": rate,
+			"claims": float64(sum.Claims), "commits": float64(sum.Commits)},
+		Target:  "≥ 40,000 items/s", Pass: boolp(rate >= 40000),
+	}, nil
+}
+
+// latencyProc records, for each item, the time from its enqueue call (in
+// its input) to the start of processing.
+type latencyProc struct {
+	mu  sync.Mutex
+	lat []time.Duration
+	got chan struct{}
+}
+
+func (p *latencyProc) Process(_ context.Context, t *engine.Task) (json.RawMessage, error) {
+	now := time.Now()
+	var in struct {
+		T string `json:"t"`
+	}
+	if err := json.Unmarshal(t.Input, &in); err != nil {
+		return nil, engine.Permanent(err)
+	}
+	ns, _ := strconv.ParseInt(in.T, 10, 64)
+	p.mu.Lock()
+	p.lat = append(p.lat, now.Sub(time.Unix(0, ns)))
+	p.mu.Unlock()
+	p.got <- struct{}{}
+	return json.RawMessage(`{}`), nil
+}
+
+func (b *bench) latency(ctx context.Context) (benchResult, error) {
+	env, err := b.openEnv(ctx, "latency")
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer env.Close()
+	proc := &latencyProc{got: make(chan struct{}, b.latencyN)}
+	env.Registry.Register("bench-latency", func(json.RawMessage) (engine.Processor, error) { return proc, nil })
+	if _, err := env.Store.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: &engine.Pipeline{
+		Name: "bench-latency", Stages: []engine.Stage{{Processor: "bench-latency"}}}, Now: time.Now()}); err != nil {
+		return benchResult{}, err
+	}
+	ing, err := env.Ingester()
+	if err != nil {
+		return benchResult{}, err
+	}
+	r, err := env.Runner(0, false, nil)
+	if err != nil {
+		return benchResult{}, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { _, err := r.Run(rctx); done <- err }()
+	time.Sleep(500 * time.Millisecond) // let the worker go idle
+	for i := 0; i < b.latencyN; i++ {
+		row := json.RawMessage(fmt.Sprintf(`{"t":"%d"}`, time.Now().UnixNano()))
+		if _, err := ing.Enqueue(ctx, engine.EnqueueRequest{Pipeline: "bench-latency", Rows: []json.RawMessage{row}}); err != nil {
+			cancel()
+			return benchResult{}, err
+		}
+		select {
+		case <-proc.got:
+		case <-time.After(10 * time.Second):
+			cancel()
+			return benchResult{}, fmt.Errorf("item %d was not picked up within 10s", i)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		return benchResult{}, err
+	}
+	lat := slices.Clone(proc.lat)
+	slices.Sort(lat)
+	pct := func(p float64) float64 {
+		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Microseconds()) / 1000
+	}
+	p50, p99 := pct(0.50), pct(0.99)
+	return benchResult{
+		Name:    "latency",
+		Figures: map[string]float64{"jobs": float64(len(lat)), "p50ms": p50, "p95ms": pct(0.95), "p99ms": p99, "maxms": pct(1)},
+		Target:  "p50 ≤ 1 ms, p99 ≤ 5 ms", Pass: boolp(p50 <= 1 && p99 <= 5),
+		Note:    "enqueue call (one transaction, FULL sync) to processing start, idle worker",
+	}, nil
+}
+
+// ingest: the real binary ingests the generated file in a child process,
+// so wall time and peak RSS are its own; the sqlite3 shell imports the same
+// file into a plain table for comparison.
+func (b *bench) ingest(ctx context.Context) (benchResult, error) {
+	path := filepath.Join(b.dir, "ingest.csv")
+	if err := writeBenchCSV(path, b.rows); err != nil {
+		return benchResult{}, err
+	}
+	st, _ := os.Stat(path)
+	figures := map[string]float64{"rows": float64(b.rows), "mb": float64(st.Size()) / 1e6}
+	note := ""
+	if sq, err := exec.LookPath("sqlite3"); err == nil {
+		db := filepath.Join(b.dir, "shell.db")
+		t0 := time.Now()
+		cmd := exec.CommandContext(ctx, sq, db, ".import --csv "+path+" items")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return benchResult{}, fmt.Errorf("sqlite3 .import: %v: %s", err, out)
+		}
+		figures["sqlite3Seconds"] = time.Since(t0).Seconds()
+	} else {
+		note = "sqlite3 shell not installed (apt-get install sqlite3): no comparison"
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return benchResult{}, err
+	}
+	data := filepath.Join(b.dir, "ingest")
+	t0 := time.Now()
+	cmd := exec.CommandContext(ctx, exe, "--data", data, "--log-level", "error", "--sqlite-sync", b.g.sync, "ingest", path, "--json")
+	cmd.Stderr = b.g.stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return benchResult{}, fmt.Errorf("sluice ingest: %w", err)
+	}
+	secs := time.Since(t0).Seconds()
+	var o ingestOut
+	if err := json.Unmarshal(out, &o); err != nil {
+		return benchResult{}, fmt.Errorf("sluice ingest output: %w", err)
+	}
+	if o.Items != int64(b.rows) {
+		return benchResult{}, fmt.Errorf("ingested %d of %d rows", o.Items, b.rows)
+	}
+	b.ingestDB, b.ingestJob = filepath.Join(data, DBFile), o.JobID
+	figures["seconds"] = secs
+	figures["rowsPerSec"] = float64(b.rows) / secs
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		figures["peakRssMB"] = float64(ru.Maxrss) / 1024
+	}
+	r := benchResult{Name: "ingest", Figures: figures, Note: note, Target: "≤ 3.5 × sqlite3 .import, peak RSS ≤ 150 MB"}
+	if s, ok := figures["sqlite3Seconds"]; ok {
+		figures["ratio"] = secs / s
+		r.Pass = boolp(secs <= 3.5*s && figures["peakRssMB"] <= 150)
+	}
+	return r, nil
+}
+
+// keyset: pages of 100 items at random depths of the ingested job.
+func (b *bench) keyset(ctx context.Context) (benchResult, error) {
+	if b.ingestDB == "" {
+		return benchResult{}, fmt.Errorf("needs the ingest benchmark's database")
+	}
+	s, err := sqlite.Open(ctx, b.ingestDB, sqlite.Options{})
+	if err != nil {
+		return benchResult{}, err
+	}
+	defer s.Close()
+	// Cursors at random depths: walk once with large pages, keep every
+	// page boundary, then time 100-item pages from random boundaries.
+	var cursors []*engine.Cursor
+	var cur *engine.Cursor
+	for {
+		p, err := s.ListItems(ctx, &engine.ListItemsParams{JobID: b.ingestJob, After: cur, Limit: 5000})
+		if err != nil {
+			return benchResult{}, err
+		}
+		if p.Next == nil {
+			break
+		}
+		cursors = append(cursors, p.Next)
+		cur = p.Next
+	}
+	rnd := rand.New(rand.NewPCG(1, 2))
+	var times []time.Duration
+	for range 200 {
+		c := cursors[rnd.IntN(len(cursors))]
+		t0 := time.Now()
+		p, err := s.ListItems(ctx, &engine.ListItemsParams{JobID: b.ingestJob, After: c, Limit: 100})
+		if err != nil {
+			return benchResult{}, err
+		}
+		times = append(times, time.Since(t0))
+		if len(p.Items) != 100 {
+			return benchResult{}, fmt.Errorf("page of %d items", len(p.Items))
+		}
+	}
+	slices.Sort(times)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	p50 := ms(times[len(times)/2])
+	return benchResult{
+		Name:    "keyset",
+		Figures: map[string]float64{"pages": float64(len(times)), "depthItems": float64(len(cursors) * 5000), "p50ms": p50, "p99ms": ms(times[len(times)*99/100])},
+		Target:  "p50 ≤ 5 ms", Pass: boolp(p50 <= 5),
+		Note:    "all statuses (six index ranges merged), no input",
+	}, nil
+}
+
+// writeBenchCSV writes n rows of 6 columns, about 100 bytes a row.
+func writeBenchCSV(path string, n int) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriterSize(f, 1<<20)
+	fmt.Fprintln(w, "sku,title,brand,price,quantity,description")
+	rnd := rand.New(rand.NewPCG(7, 11))
+	for i := 1; i <= n; i++ {
+		fmt.Fprintf(w, "SKU-%08d,Product title number %d,Brand %d,%d.%02d,%d,\"A plain description, with a comma, of item %d\"\n",
+			i, i, rnd.IntN(500), rnd.IntN(1000), rnd.IntN(100), rnd.IntN(10000), i)
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
