@@ -69,10 +69,10 @@ func (b *bench) throughput(ctx context.Context) (benchResult, error) {
 	}
 	rate := sum.ItemsPerSec
 	return benchResult{
-		Name:    "throughput",
+		Name: "throughput",
 		Figures: map[string]float64{"items": float64(sum.Completed), "seconds": sum.Busy.Seconds(), "itemsPerSec": rate,
 			"claims": float64(sum.Claims), "commits": float64(sum.Commits)},
-		Target:  "≥ 40,000 items/s", Pass: boolp(rate >= 40000),
+		Target: "≥ 40,000 items/s", Pass: boolp(rate >= 40000),
 	}, nil
 }
 
@@ -152,7 +152,7 @@ func (b *bench) latency(ctx context.Context) (benchResult, error) {
 		Name:    "latency",
 		Figures: map[string]float64{"jobs": float64(len(lat)), "p50ms": p50, "p95ms": pct(0.95), "p99ms": p99, "maxms": pct(1)},
 		Target:  "p50 ≤ 1 ms, p99 ≤ 5 ms", Pass: boolp(p50 <= 1 && p99 <= 5),
-		Note:    "enqueue call (one transaction, FULL sync) to processing start, idle worker",
+		Note: "enqueue call (one transaction, FULL sync) to processing start, idle worker",
 	}, nil
 }
 
@@ -258,7 +258,7 @@ func (b *bench) keyset(ctx context.Context) (benchResult, error) {
 		Name:    "keyset",
 		Figures: map[string]float64{"pages": float64(len(times)), "depthItems": float64(len(cursors) * 5000), "p50ms": p50, "p99ms": ms(times[len(times)*99/100])},
 		Target:  "p50 ≤ 5 ms", Pass: boolp(p50 <= 5),
-		Note:    "all statuses (six index ranges merged), no input",
+		Note: "all statuses (six index ranges merged), no input",
 	}, nil
 }
 

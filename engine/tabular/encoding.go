@@ -75,7 +75,7 @@ func (r *CSVReader) setupDecoding(enc string) error {
 			enc, bom = EncodingUTF16LE, len(bomUTF16LE)
 		case bytes.HasPrefix(head, bomUTF16BE):
 			enc, bom = EncodingUTF16BE, len(bomUTF16BE)
-		case validUTF8Prefix(head, atEOF):
+		case looksUTF8(head, atEOF):
 			enc = EncodingUTF8
 		default:
 			enc = EncodingWindows1252
@@ -120,9 +120,12 @@ func (r *CSVReader) setupDecoding(enc string) error {
 	return nil
 }
 
-// validUTF8Prefix reports whether b, the first bytes of the input, is valid
-// UTF-8, forgiving a character cut off at the end when more input follows.
-func validUTF8Prefix(b []byte, atEOF bool) bool {
+// looksUTF8 reports whether b, the first bytes of the input, is UTF-8: valid
+// (forgiving a character cut off at the end when more input follows), or with
+// more valid multi-byte characters than invalid bytes. The latter is UTF-8
+// with damage, or mixed with another encoding; reading it as UTF-8 reports
+// the damage instead of silently garbling every character.
+func looksUTF8(b []byte, atEOF bool) bool {
 	if !atEOF {
 		for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
 			if utf8.RuneStart(b[len(b)-i]) {
@@ -133,7 +136,24 @@ func validUTF8Prefix(b []byte, atEOF bool) bool {
 			}
 		}
 	}
-	return utf8.Valid(b)
+	if utf8.Valid(b) {
+		return true
+	}
+	multi, bad := 0, 0
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			i++
+			continue
+		}
+		c, size := utf8.DecodeRune(b[i:])
+		if c == utf8.RuneError && size == 1 {
+			bad++
+		} else {
+			multi++
+		}
+		i += size
+	}
+	return multi > bad
 }
 
 // utf16Guess looks for the pattern of UTF-16 text without a byte-order mark

@@ -126,6 +126,22 @@ func TestEncodingInvalidUTF8AfterPrefix(t *testing.T) {
 	require.Len(t, rows, n)
 }
 
+func TestEncodingDamagedUTF8(t *testing.T) {
+	t.Parallel()
+	// Mostly UTF-8 with one stray Windows-1252 byte: reading it all as
+	// Windows-1252 would garble every other accent, so it is read as UTF-8
+	// and the damage is reported.
+	input := "name,city\nJosé,Zürich\nZoë,Málaga\nRen\xE9,Paris\n"
+	_, rows, err := readAll(t, input, Options{})
+	requireFormatError(t, err, 4, "invalid UTF-8")
+	require.Len(t, rows, 2)
+	// Mostly Windows-1252 with a chance valid pair is Windows-1252.
+	r, rows, err := readAll(t, "a\n\xE9t\xE9\n\xC3\xA9\n\xE0 la\n", Options{})
+	require.NoError(t, err)
+	require.Equal(t, EncodingWindows1252, r.Encoding())
+	require.Equal(t, [][]string{{"été"}, {"Ã©"}, {"à la"}}, fields(rows))
+}
+
 func TestEncodingCutRuneAtPrefixEnd(t *testing.T) {
 	t.Parallel()
 	// A multi-byte character straddling the detection window is still UTF-8.

@@ -12,50 +12,60 @@ import (
 // "_3", ... suffixes. Non-blank names are kept exactly as in the file.
 func uniqueHeader(fields []string) []string {
 	names := make([]string, len(fields))
+	generated := make([]bool, len(fields))
 	for i, f := range fields {
-		if strings.TrimSpace(f) == "" {
-			f = columnName(i)
-		}
 		names[i] = f
+		if strings.TrimSpace(f) == "" {
+			names[i], generated[i] = columnName(i), true
+		}
 	}
-	return dedupe(names)
+	return dedupe(names, generated)
 }
 
 // uniqueKeys returns the normalised key of each header field (see
 // NormalizeKey), "column_N" where that is empty, made unique like the header.
 func uniqueKeys(fields []string) []string {
 	keys := make([]string, len(fields))
+	generated := make([]bool, len(fields))
 	for i, f := range fields {
-		k := NormalizeKey(f)
-		if k == "" {
-			k = columnName(i)
+		keys[i] = NormalizeKey(f)
+		if keys[i] == "" {
+			keys[i], generated[i] = columnName(i), true
 		}
-		keys[i] = k
 	}
-	return dedupe(keys)
+	return dedupe(keys, generated)
 }
 
 func columnName(i int) string { return "column_" + strconv.Itoa(i+1) }
 
-// dedupe makes names unique in place and returns it. The first occurrence of
-// a name keeps it; later ones get the smallest suffix "_K" (K >= 2) that
-// makes a name neither in the input nor handed out before, so a column the
-// file itself calls "a_2" keeps that name.
-func dedupe(names []string) []string {
+// dedupe makes names unique in place and returns it. Each name is kept by its
+// first occurrence, preferring one that is not generated (a "column_N" made
+// up for a blank name yields to a column the file itself calls so). Every
+// other occurrence gets the smallest suffix "_K" (K >= 2) that makes a name
+// neither in the input nor handed out before, so a column the file calls
+// "a_2" keeps that name too. generated may be nil.
+func dedupe(names []string, generated []bool) []string {
 	taken := make(map[string]bool, len(names))
-	for _, n := range names {
-		taken[n] = true
-	}
-	seen := make(map[string]bool, len(names))
+	owner := make(map[string]int, len(names))
 	for i, n := range names {
-		if !seen[n] {
-			seen[n] = true
+		taken[n] = true
+		if _, ok := owner[n]; !ok && (generated == nil || !generated[i]) {
+			owner[n] = i
+		}
+	}
+	for i, n := range names {
+		if _, ok := owner[n]; !ok {
+			owner[n] = i
+		}
+	}
+	for i, n := range names {
+		if owner[n] == i {
 			continue
 		}
 		for k := 2; ; k++ {
 			c := n + "_" + strconv.Itoa(k)
 			if !taken[c] {
-				taken[c], seen[c] = true, true
+				taken[c] = true
 				names[i] = c
 				break
 			}

@@ -43,7 +43,7 @@ func TestDedupe(t *testing.T) {
 		{[]string{"x", "x", "x_2", "x_2"}, []string{"x", "x_3", "x_2", "x_2_2"}},
 		{[]string{}, []string{}},
 	} {
-		got := dedupe(append([]string(nil), tc.in...))
+		got := dedupe(append([]string(nil), tc.in...), nil)
 		require.Equal(t, len(tc.want), len(got))
 		if len(tc.want) > 0 {
 			require.Equal(t, tc.want, got, "in %q", tc.in)
@@ -83,4 +83,23 @@ func TestNormalizeKey(t *testing.T) {
 	} {
 		require.Equal(t, want, NormalizeKey(in), "NormalizeKey(%q)", in)
 	}
+}
+
+func TestHeaderMultiLineAndCollidingNames(t *testing.T) {
+	t.Parallel()
+	// The blank second column's made-up name yields to the file's own.
+	r, rows, err := readAll(t, "\"Total\r\nAmount\",,column_2,E-Mail,e mail,E_MAIL\n1,2,3,4,5,6\n", Options{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"Total\r\nAmount", "column_2_2", "column_2", "E-Mail", "e mail", "E_MAIL"}, r.Header())
+	require.Equal(t, []string{"total_amount", "column_2_2", "column_2", "e_mail", "e_mail_2", "e_mail_3"}, r.Keys())
+	require.Equal(t, 3, rows[0].Line)
+}
+
+func TestHeaderSingleColumn(t *testing.T) {
+	t.Parallel()
+	r, rows, err := readAll(t, "Name\nann\n\nbob\n", Options{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"Name"}, r.Header())
+	require.Equal(t, []string{"name"}, r.Keys())
+	require.Equal(t, [][]string{{"ann"}, {"bob"}}, fields(rows))
 }

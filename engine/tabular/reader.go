@@ -2,10 +2,12 @@
 // relatives) as a stream of rows, without ever holding the whole file in
 // memory.
 //
-// A CSVReader detects the encoding (UTF-8 with or without a byte-order mark,
-// UTF-16 with a byte-order mark, or Windows-1252 when the start of the file is
-// not valid UTF-8), sniffs the delimiter among ',', ';', '\t' and '|', reads
-// the header row and then hands out one Row per record.
+// A CSVReader detects the encoding: UTF-8 with or without a byte-order mark,
+// UTF-16 with a byte-order mark, or Windows-1252 when the first 64 KiB are not
+// UTF-8 (UTF-8 with a few broken bytes is still read as UTF-8, so that the
+// broken line is reported rather than every accent garbled). It then sniffs
+// the delimiter among ',', ';', '\t' and '|', reads the header row and hands
+// out one Row per record.
 //
 // The dialect is RFC 4180 with the usual real-world latitude:
 //
@@ -44,10 +46,11 @@ const (
 	// sniffBytes is how much of the start of a file encoding detection and
 	// delimiter sniffing look at.
 	sniffBytes = 64 << 10
-	// DefaultMaxRecordBytes is the largest record read when
-	// Options.MaxRecordBytes is 0.
-	DefaultMaxRecordBytes = 16 << 20
 )
+
+// DefaultMaxRecordBytes is the largest record read when
+// Options.MaxRecordBytes is 0.
+const DefaultMaxRecordBytes = 16 << 20
 
 // Options tune how a CSVReader reads its input. The zero value detects
 // everything.

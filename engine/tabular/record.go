@@ -29,6 +29,9 @@ func (r *CSVReader) readLine() ([]byte, error) {
 			r.long = append(r.long, line...)
 		}
 		line = r.long
+		if cap(r.long) > 1<<20 {
+			r.long = nil // line stays valid; the next long line starts afresh
+		}
 	}
 	if err != nil {
 		if !errors.Is(err, io.EOF) {
@@ -164,6 +167,9 @@ func (r *CSVReader) parseQuoted(line []byte, end int) ([]string, int, error) {
 		return nil, 0, r.tooLarge(start)
 	}
 	s := string(r.rec)
+	if cap(r.rec) > 1<<20 {
+		r.rec = nil // do not pin the memory of one huge record
+	}
 	fields := make([]string, len(r.ends))
 	prev := 0
 	for i, e := range r.ends {

@@ -30,7 +30,7 @@ func TestSniffCases(t *testing.T) {
 		input string
 		want  rune
 	}{
-		"single column":          {"name\nann\nbob\n", ','},
+		"single column":           {"name\nann\nbob\n", ','},
 		"semicolon decimal comma": {"name;price;qty\nfoo;1,5;2\nbar;2,25;3\n", ';'},
 		"tab with commas in text": {"name\tdesc\nfoo\tx, y, z\nbar\tq\n", '\t'},
 		"header only":             {"a|b|c", '|'},
@@ -81,4 +81,37 @@ func TestSniffTruncatedSample(t *testing.T) {
 	require.Equal(t, []int{2, 2, 2, 1}, fieldCounts(sample, ';', '\n', true))
 	// An open quote at the end of the sample is not a record.
 	require.Equal(t, []int{2}, fieldCounts([]byte("a,b\n\"x,\ny"), ',', '\n', true))
+}
+
+func TestFieldCounts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		sample string
+		delim  byte
+		eol    byte
+		want   []int
+	}{
+		{"a,b\n1,2\n", ',', '\n', []int{2, 2}},
+		{"a,b\r\n\r\n1,2\r\n", ',', '\n', []int{2, 2}},
+		{"a;b\r1;2;3\r", ';', '\r', []int{2, 3}},
+		{"\"a,\"\"b\"\"\",c\n", ',', '\n', []int{2}},
+		{"x 5'10\",y\n\"q\",r\n", ',', '\n', []int{2, 2}},
+		{"a|b", '|', '\n', []int{2}},
+		{"", ',', '\n', nil},
+	} {
+		require.Equal(t, tc.want, fieldCounts([]byte(tc.sample), tc.delim, tc.eol, true), "sample %q", tc.sample)
+	}
+}
+
+func TestCheckDelimiter(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []rune{0, ',', ';', '\t', '|', ' ', ':', '^'} {
+		d, err := checkDelimiter(ok)
+		require.NoError(t, err, "%q", ok)
+		require.Equal(t, byte(ok), d)
+	}
+	for _, bad := range []rune{'"', '\n', '\r', 'é', '€', 0x80} {
+		_, err := checkDelimiter(bad)
+		require.Error(t, err, "%q", bad)
+	}
 }
