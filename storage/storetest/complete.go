@@ -15,6 +15,7 @@ var completeTests = []subtest{
 	{"Failures", testCompleteFailures},
 	{"RetryAndNextStage", testCompleteRetry},
 	{"DoneClearsError", testCompleteDoneClearsError},
+	{"NilResultKeepsResult", testCompleteNilResult},
 	{"StaleWrongWorker", testCompleteStaleWrongWorker},
 	{"StaleWrongAttempt", testCompleteStaleWrongAttempt},
 	{"StaleNotProcessing", testCompleteStaleNotProcessing},
@@ -172,6 +173,27 @@ func testCompleteDoneClearsError(t *testing.T, e *env) {
 	require.Empty(t, got.LastError)
 	require.Empty(t, got.LastErrorCode)
 	e.requireCounts(j.ID, engine.ItemCounts{Done: 1})
+}
+
+// testCompleteNilResult: an outcome without a Result keeps the stored one;
+// an outcome with one replaces it.
+func testCompleteNilResult(t *testing.T, e *env) {
+	e.queuedJob(1)
+	it := e.claim("w1", 1)[0]
+	stage0 := e.outcome(it, engine.ItemPending)
+	stage0.ErrorClass, stage0.Error = "", ""
+	stage0.RunAt = e.now()
+	stage0.Stage = 1
+	stage0.Result = []byte(`{"sku":"A1","stage0":"ok"}`)
+	e.complete("w1", stage0)
+
+	it = e.claim("w1", 1)[0]
+	failed := e.outcome(it, engine.ItemError)
+	failed.Result = nil
+	e.complete("w1", failed)
+	got := e.item(it.ID)
+	require.Equal(t, engine.ItemError, got.Status)
+	requireJSON(t, stage0.Result, got.Result, "a nil Result keeps the stored result")
 }
 
 // requireUntouched checks that a claimed item is still PROCESSING under its
