@@ -61,20 +61,47 @@ func wordNeedsCare(w uint64) bool {
 	return (w|(w-' '*lsb)&^w|(q-lsb)&^q|(b-lsb)&^b)&msb != 0
 }
 
+// load64 reads 8 bytes of s, little-endian.
+func load64(s string) uint64 {
+	_ = s[7]
+	return uint64(s[0]) | uint64(s[1])<<8 | uint64(s[2])<<16 | uint64(s[3])<<24 |
+		uint64(s[4])<<32 | uint64(s[5])<<40 | uint64(s[6])<<48 | uint64(s[7])<<56
+}
+
+// safePrefix returns a length n such that s[:n] needs no escaping and, when
+// n < len(s), the first byte needing care is not far after s[n]. Words of 8
+// bytes are checked at a time, the last one overlapping its predecessor.
+func safePrefix(s string) int {
+	if len(s) < 8 {
+		for i := 0; i < len(s); i++ {
+			if c := s[i]; c >= utf8.RuneSelf || !jsonSafe[c] {
+				return i
+			}
+		}
+		return len(s)
+	}
+	i := 0
+	for ; i+8 <= len(s); i += 8 {
+		if wordNeedsCare(load64(s[i:])) {
+			return i
+		}
+	}
+	if i < len(s) && wordNeedsCare(load64(s[len(s)-8:])) {
+		return i
+	}
+	return len(s)
+}
+
 // appendString appends s as a quoted JSON string.
 func appendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
+	i := safePrefix(s)
+	if i == len(s) {
+		dst = append(dst, s...)
+		return append(dst, '"')
+	}
 	start := 0
-	for i := 0; i < len(s); {
-		if i+8 <= len(s) {
-			t := s[i : i+8]
-			w := uint64(t[0]) | uint64(t[1])<<8 | uint64(t[2])<<16 | uint64(t[3])<<24 |
-				uint64(t[4])<<32 | uint64(t[5])<<40 | uint64(t[6])<<48 | uint64(t[7])<<56
-			if !wordNeedsCare(w) {
-				i += 8
-				continue
-			}
-		}
+	for i < len(s) {
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if jsonSafe[c] {
