@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/sluicehq/sluice/engine"
@@ -64,6 +66,7 @@ type globals struct {
 	logFormat string
 	logLevel  string
 	sync      string
+	profile   string
 	stdout    io.Writer
 	stderr    io.Writer
 }
@@ -105,6 +108,24 @@ Environment:
 	pf.StringVar(&g.logFormat, "log-format", envOr("SLUICE_LOG_FORMAT", "text"), "log format: text or json (env SLUICE_LOG_FORMAT)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env SLUICE_LOG_LEVEL)")
 	pf.StringVar(&g.sync, "sqlite-sync", envOr("SLUICE_SQLITE_SYNC", "FULL"), "SQLite synchronous: FULL or NORMAL (env SLUICE_SQLITE_SYNC)")
+
+	pf.StringVar(&g.profile, "cpuprofile", "", "write a CPU profile of this command to a file")
+	_ = pf.MarkHidden("cpuprofile")
+	root.PersistentPreRunE = func(*cobra.Command, []string) error {
+		if g.profile == "" {
+			return nil
+		}
+		f, err := os.Create(g.profile)
+		if err != nil {
+			return err
+		}
+		return pprof.StartCPUProfile(f)
+	}
+	root.PersistentPostRun = func(*cobra.Command, []string) {
+		if g.profile != "" {
+			pprof.StopCPUProfile()
+		}
+	}
 
 	root.AddCommand(
 		newIngestCmd(g), newWorkerCmd(g), newJobsCmd(g), newJobCmd(g), newItemsCmd(g), newItemCmd(g),

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -22,7 +21,7 @@ type benchResult struct {
 }
 
 func newBenchCmd(g *globals) *cobra.Command {
-	var only, cpuProfile string
+	var only string
 	var asJSON bool
 	var rows, items, latencyN int
 	cmd := &cobra.Command{
@@ -56,17 +55,7 @@ Run one or some with --only ingest,keyset.`,
 				}
 			}
 			all := len(want) == 0
-			if cpuProfile != "" {
-				f, err := os.Create(cpuProfile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
+
 			dir, err := os.MkdirTemp("", "sluice-bench-")
 			if err != nil {
 				return err
@@ -122,7 +111,6 @@ Run one or some with --only ingest,keyset.`,
 	f.IntVar(&items, "items", 100_000, "items of the throughput benchmark")
 	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }
 

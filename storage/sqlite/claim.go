@@ -14,7 +14,7 @@ const claimItemsSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?
 		attempts = attempts + 1, updated_at = ?
 	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_claim
 		WHERE job_id = ? AND status = 'PENDING' AND run_at <= ? ORDER BY run_at, id LIMIT ?)
-	RETURNING id, job_id, user_id, pipeline, seq, stage, normalized_json, result_json, attempts, strategy, run_at`
+	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
 // ClaimItems claims due items fairly across runnable jobs: it takes the
 // runnable jobs that have waited longest since their last claim (higher
@@ -63,7 +63,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return 0, nil
 			}
 			ticket++
-			n, err := claimFromJob(ctx, tx, jobID, limit, p.WorkerID, now, lease, &out)
+			n, err := claimFromJob(ctx, tx.StmtContext(ctx, s.claim), jobID, limit, p.WorkerID, now, lease, &out)
 			if err != nil {
 				return 0, err
 			}
@@ -110,8 +110,8 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	return out, nil
 }
 
-func claimFromJob(ctx context.Context, tx *sql.Tx, jobID int64, limit int, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
-	rows, err := tx.QueryContext(ctx, claimItemsSQL, worker, now, lease, now, jobID, now, limit)
+func claimFromJob(ctx context.Context, stmt *sql.Stmt, jobID int64, limit int, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
+	rows, err := stmt.QueryContext(ctx, worker, now, lease, now, jobID, now, limit)
 	if err != nil {
 		return 0, err
 	}

@@ -48,11 +48,8 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 	now := ms(p.Now)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		*res = engine.CompleteItemsResult{}
-		stmt, err := tx.PrepareContext(ctx, completeItemSQL)
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
+		stmt := tx.StmtContext(ctx, s.completeOne)
+		attemptStmt := tx.StmtContext(ctx, s.attemptMany)
 		deltas := map[int64]*jobDelta{}
 		var attempts []any
 		for i := range p.Outcomes {
@@ -90,7 +87,7 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 			attempts = append(attempts, o.ItemID, o.JobID, o.Attempt, o.Stage, nullStr(p.WorkerID), ms(started), now,
 				string(o.Status), nullStr(string(o.ErrorClass)), nullStr(o.Error), o.Duration.Microseconds(), nullJSON(o.Detail), nil)
 			if len(attempts) == attemptsPerInsert*attemptColumns {
-				if _, err := tx.ExecContext(ctx, attemptManySQL, attempts...); err != nil {
+				if _, err := attemptStmt.ExecContext(ctx, attempts...); err != nil {
 					return fmt.Errorf("record attempts: %w", err)
 				}
 				attempts = attempts[:0]

@@ -48,7 +48,7 @@ func scanItem(sc scanner, withInput bool) (*engine.Item, error) {
 
 func selectItems(withInput bool) string {
 	if withInput {
-		return "SELECT " + itemColumns + ", input_json, normalized_json FROM job_items"
+		return "SELECT " + itemColumns + ", input_json, COALESCE(normalized_json, input_json) FROM job_items"
 	}
 	return "SELECT " + itemColumns + " FROM job_items"
 }

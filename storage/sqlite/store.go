@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -79,6 +80,13 @@ type Store struct {
 	// dv is a read connection kept for PRAGMA data_version, which is only
 	// meaningful when asked on the same connection each time.
 	dv *sql.Conn
+	cp *checkpointer
+
+	closeOnce sync.Once
+	closeErr  error
+	// Hot statements, prepared once on the write connection: the large
+	// multi-row ones cost more to parse than to run.
+	insertMany, attemptMany, completeOne, claim *sql.Stmt
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -108,6 +116,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		fmt.Sprintf("cache_size(-%d)", opts.CacheMiB*1024),
 		fmt.Sprintf("journal_size_limit(%d)", opts.JournalSizeLimit),
 		"temp_store(MEMORY)",
+		fmt.Sprintf("wal_autocheckpoint(%d)", writerAutocheckpoint), // see checkpoint.go
 	}, "immediate"))
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -119,6 +128,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 
 	s := &Store{path: path, w: w}
 	if err := s.migrate(ctx); err != nil {
+		w.Close()
+		return nil, err
+	}
+
+	if err := s.prepare(ctx); err != nil {
 		w.Close()
 		return nil, err
 	}
@@ -136,6 +150,11 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.ReadConns + 1)
 	r.SetMaxIdleConns(opts.ReadConns + 1)
 	s.r = r
+	s.cp, err = startCheckpointer(path, opts.BusyTimeout)
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("start checkpointer: %w", err)
+	}
 	s.dv, err = r.Conn(ctx)
 	if err != nil {
 		s.Close()
@@ -154,17 +173,47 @@ func dsn(path string, pragmas []string, txlock string) string {
 	return "file:" + (&url.URL{Path: path}).EscapedPath() + "?" + q.Encode()
 }
 
+func (s *Store) prepare(ctx context.Context) error {
+	for _, p := range []struct {
+		dst **sql.Stmt
+		q   string
+	}{
+		{&s.insertMany, insertManySQL}, {&s.attemptMany, attemptManySQL},
+		{&s.completeOne, completeItemSQL}, {&s.claim, claimItemsSQL},
+	} {
+		st, err := s.w.PrepareContext(ctx, p.q)
+		if err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+		*p.dst = st
+	}
+	return nil
+}
+
 // Path returns the database file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes both pools.
+// Close closes the pools and stops the checkpointer; closing twice is safe.
 func (s *Store) Close() error {
+	s.closeOnce.Do(func() { s.closeErr = s.close() })
+	return s.closeErr
+}
+
+func (s *Store) close() error {
 	var errs []error
+	if s.cp != nil {
+		errs = append(errs, s.cp.close())
+	}
 	if s.dv != nil {
 		errs = append(errs, s.dv.Close())
 	}
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
+	}
+	for _, st := range []*sql.Stmt{s.insertMany, s.attemptMany, s.completeOne, s.claim} {
+		if st != nil {
+			st.Close()
+		}
 	}
 	if s.w != nil {
 		// A passive checkpoint keeps the WAL small for the next opener.

@@ -81,13 +81,17 @@ CREATE INDEX jobs_runnable ON jobs (queue_state, priority, claim_ticket);
 
 CREATE TABLE job_items (
     id               INTEGER PRIMARY KEY,
-    job_id           INTEGER NOT NULL REFERENCES jobs (id) ON DELETE CASCADE,
+    -- No REFERENCES on the two item tables: a foreign-key probe per row is
+    -- measurable at a million rows, and the store itself guarantees the
+    -- parent (items are inserted in the transaction that checks the job;
+    -- DeleteJob removes children explicitly).
+    job_id           INTEGER NOT NULL,
     user_id          INTEGER NOT NULL, -- denormalised from jobs for the global Pending view
     pipeline         TEXT    NOT NULL, -- denormalised (the job type)
     seq              INTEGER NOT NULL,
     stage            INTEGER NOT NULL DEFAULT 0,
     input_json       TEXT,
-    normalized_json  TEXT,
+    normalized_json  TEXT, -- NULL when equal to input_json (read COALESCE(normalized_json, input_json))
     result_json      TEXT,
     status           TEXT    NOT NULL CHECK (status IN
                          ('PENDING', 'PROCESSING', 'DONE', 'ERROR', 'NOT_FOUND', 'SKIPPED')),
@@ -112,7 +116,7 @@ CREATE INDEX job_items_claim ON job_items (job_id, run_at, id) WHERE status = 'P
 
 CREATE TABLE item_attempts (
     id          INTEGER PRIMARY KEY,
-    item_id     INTEGER NOT NULL REFERENCES job_items (id) ON DELETE CASCADE,
+    item_id     INTEGER NOT NULL,
     job_id      INTEGER NOT NULL,
     attempt_no  INTEGER NOT NULL,
     stage       INTEGER NOT NULL DEFAULT 0,

@@ -1,0 +1,87 @@
+package sqlite
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/stretchr/testify/require"
+)
+
+// fillJob creates a QUEUED job of n items with 6-field rows.
+func fillJob(tb testing.TB, s *Store, n int) int64 {
+	tb.Helper()
+	ctx := context.Background()
+	now := time.Now()
+	job, err := s.CreateJob(ctx, &engine.CreateJobParams{UserID: 1, Pipeline: "noop", Now: now})
+	require.NoError(tb, err)
+	batch := make([]engine.NewItem, 0, 5000)
+	for i := 1; i <= n; i++ {
+		row := fmt.Sprintf(`{"sku":"SKU-%08d","title":"Product title number %d","brand":"Brand %d","price":"%d.99","quantity":"%d","description":"A plain description, with a comma, of item %d"}`, i, i, i%500, i%1000, i%10000, i)
+		batch = append(batch, engine.NewItem{Seq: int64(i), Input: []byte(row), Normalized: []byte(row), Status: engine.ItemPending})
+		if len(batch) == cap(batch) || i == n {
+			require.NoError(tb, s.InsertItems(ctx, &engine.InsertItemsParams{JobID: job.ID, Items: batch, Now: now}))
+			batch = batch[:0]
+		}
+	}
+	_, err = s.FinishIngest(ctx, &engine.FinishIngestParams{JobID: job.ID, Now: now})
+	require.NoError(tb, err)
+	return job.ID
+}
+
+// BenchmarkClaimComplete measures the store's side of the worker loop: one
+// claim transaction of 1,000 items, then one transaction completing them
+// DONE with their result and an attempt record. Reported per item.
+func BenchmarkClaimComplete(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "b.db"), Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	const batch = 1000
+	fillJob(b, s, b.N+batch)
+	ctx := context.Background()
+	b.ResetTimer()
+	for done := 0; done < b.N; {
+		now := time.Now()
+		items, err := s.ClaimItems(ctx, &engine.ClaimItemsParams{WorkerID: "w", Limit: min(batch, b.N-done), LeaseFor: time.Minute, Now: now})
+		require.NoError(b, err)
+		out := make([]engine.Outcome, len(items))
+		for i, it := range items {
+			out[i] = engine.Outcome{ItemID: it.ID, JobID: it.JobID, Attempt: it.Attempts, Status: engine.ItemDone, Result: it.Normalized, StartedAt: now}
+		}
+		res, err := s.CompleteItems(ctx, &engine.CompleteItemsParams{WorkerID: "w", Outcomes: out, Now: time.Now()})
+		require.NoError(b, err)
+		require.Equal(b, len(items), res.Applied)
+		done += len(items)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "items/s")
+}
+
+// BenchmarkKeysetPage measures a 100-item page at a random depth of a
+// 200,000-item job (the target's job is 1,000,000: `sluice bench` runs it).
+func BenchmarkKeysetPage(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "b.db"), Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	job := fillJob(b, s, 200000)
+	ctx := context.Background()
+	var cursors []*engine.Cursor
+	var cur *engine.Cursor
+	for {
+		p, err := s.ListItems(ctx, &engine.ListItemsParams{JobID: job, After: cur, Limit: 5000})
+		require.NoError(b, err)
+		if p.Next == nil {
+			break
+		}
+		cursors = append(cursors, p.Next)
+		cur = p.Next
+	}
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		p, err := s.ListItems(ctx, &engine.ListItemsParams{JobID: job, After: cursors[(i*7919)%len(cursors)], Limit: 100})
+		require.NoError(b, err)
+		require.Len(b, p.Items, 100)
+	}
+}
