@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -166,7 +167,9 @@ func (g *Ingester) ingestRows(ctx context.Context, jobID int64, req IngestReques
 	ctrl := adapt.NewIngest(g.cfg)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	batches := make(chan rowBatch, 2)
+	// One batch waits while one is inserted and one is parsed: memory
+	// stays bounded by three batches of MaxBatchBytes.
+	batches := make(chan rowBatch, 1)
 	parseErr := make(chan error, 1)
 	go func() {
 		defer close(batches)
@@ -230,7 +233,13 @@ func (g *Ingester) parse(ctx context.Context, r *tabular.CSVReader, ctrl *adapt.
 		buf = tabular.AppendObject(buf, keys, row.Fields, true)
 		it := NewItem{Seq: seq, Status: ItemPending}
 		it.Input = buf[start:mid:mid]
-		it.Normalized = buf[mid:len(buf):len(buf)]
+		if bytes.Equal(buf[mid:], it.Input) {
+			// Canonical headers and clean values: one copy serves both.
+			buf = buf[:mid]
+			it.Normalized = it.Input
+		} else {
+			it.Normalized = buf[mid:len(buf):len(buf)]
+		}
 		if row.Err != "" {
 			it.Status = ItemSkipped
 			it.LastError = row.Err

@@ -98,7 +98,10 @@ type Item struct {
 	LockedAt       *time.Time      `json:"lockedAt,omitempty"`
 	LeaseExpiresAt *time.Time      `json:"leaseExpiresAt,omitempty"`
 	// Strategy is the index of the query variant the next attempt uses.
-	Strategy  int       `json:"strategy"`
+	Strategy int `json:"strategy"`
+	// UpdatedAt is the time of the last change; for a PENDING item it is
+	// the moment the item is due (equal to RunAt), so that pending items
+	// list, and are claimed, in the order they will run.
 	UpdatedAt time.Time `json:"updatedAt"`
 }
 

@@ -38,7 +38,9 @@ type Store interface {
 	// submissions (API item lists, triggers) where latency matters.
 	EnqueueJob(ctx context.Context, p *EnqueueJobParams) (*Job, error)
 	// InsertItems appends a batch of items to an INGESTING job in one
-	// transaction, bumping the job's counters and heartbeat in it.
+	// transaction, bumping the job's counters and heartbeat in it. Items
+	// are appended in input order: seqs must rise past every stored one
+	// (EINVALID otherwise).
 	InsertItems(ctx context.Context, p *InsertItemsParams) error
 	// FinishIngest moves an INGESTING job to QUEUED with its final total.
 	FinishIngest(ctx context.Context, p *FinishIngestParams) (*Job, error)
@@ -83,7 +85,9 @@ type Store interface {
 
 	// GetItem returns an item with its input, normalised input and result.
 	GetItem(ctx context.Context, id int64) (*Item, error)
-	// ListItems returns one keyset page ordered by (updated_at, id).
+	// ListItems returns one keyset page ordered by (updated_at, id). A
+	// PENDING item's updated_at is the moment it is due, so pending items
+	// list in the order they will be picked up.
 	ListItems(ctx context.Context, p *ListItemsParams) (*ItemPage, error)
 	// ScanItems calls fn for every item of a job in seq order, streaming.
 	ScanItems(ctx context.Context, p *ScanItemsParams, fn func(*Item) error) error

@@ -71,7 +71,7 @@ func TestIngestConfigValidate(t *testing.T) {
 func TestIngestConfigWithDefaults(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, adapt.IngestConfig{
-		StartRows: 64, MinRows: 16, MaxRows: 20000, MaxBatchBytes: 8 << 20,
+		StartRows: 64, MinRows: 16, MaxRows: 20000, MaxBatchBytes: 4 << 20,
 		TargetP50: 50 * time.Millisecond, TargetP95: 250 * time.Millisecond,
 	}, adapt.IngestConfig{}.WithDefaults())
 

@@ -11,7 +11,7 @@ const (
 	DefaultIngestStartRows     = 64
 	DefaultIngestMinRows       = 16
 	DefaultIngestMaxRows       = 20000
-	DefaultIngestMaxBatchBytes = 8 << 20 // 8 MiB
+	DefaultIngestMaxBatchBytes = 4 << 20 // 4 MiB: bounds ingest memory (three batches live)
 	DefaultIngestTargetP50     = 50 * time.Millisecond
 	DefaultIngestTargetP95     = 250 * time.Millisecond
 )
@@ -31,7 +31,7 @@ type IngestConfig struct {
 	// MaxRows is the largest batch size (INGEST_MAX_ROWS, default 20000).
 	MaxRows int
 	// MaxBatchBytes caps the payload bytes of one batch whatever its row
-	// count (INGEST_MAX_BATCH_BYTES, default 8 MiB).
+	// count (INGEST_MAX_BATCH_BYTES, default 4 MiB).
 	MaxBatchBytes int
 	// TargetP50 is the commit latency under which batches grow
 	// (INGEST_TARGET_P50, default 50ms).

@@ -149,7 +149,7 @@ func TestIngestDefaults(t *testing.T) {
 	t.Parallel()
 	g := adapt.NewIngest(adapt.IngestConfig{})
 	require.Equal(t, 64, g.Rows())
-	require.Equal(t, 8<<20, g.MaxBytes())
+	require.Equal(t, 4<<20, g.MaxBytes())
 	s := g.Snapshot()
 	require.Equal(t, 16, s.MinRows)
 	require.Equal(t, 20000, s.MaxRows)

@@ -23,10 +23,10 @@ const (
 )
 
 type checkpointer struct {
-	db    *sql.DB
-	wal   string
-	stop  chan struct{}
-	done  chan struct{}
+	db   *sql.DB
+	wal  string
+	stop chan struct{}
+	done chan struct{}
 }
 
 func startCheckpointer(path string, busy time.Duration) (*checkpointer, error) {

@@ -12,8 +12,8 @@ import (
 
 const claimItemsSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?, locked_at = ?, lease_expires_at = ?,
 		attempts = attempts + 1, updated_at = ?
-	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_claim
-		WHERE job_id = ? AND status = 'PENDING' AND run_at <= ? ORDER BY run_at, id LIMIT ?)
+	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_job_status_updated
+		WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
 	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
 // ClaimItems claims due items fairly across runnable jobs: it takes the
@@ -203,17 +203,17 @@ func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueS
 		return nil, fmt.Errorf("queue summary: %w", err)
 	}
 	if pending > 0 {
-		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM job_items INDEXED BY job_items_claim
+		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
-			AND status = 'PENDING' AND run_at <= ?`, ms(now)).Scan(&q.Due)
+			AND status = 'PENDING' AND updated_at <= ?`, ms(now)).Scan(&q.Due)
 		if err != nil {
 			return nil, fmt.Errorf("queue summary: %w", err)
 		}
 		q.Later = max(pending-q.Due, 0)
 		if q.Later > 0 {
-			err = s.r.QueryRowContext(ctx, `SELECT min(run_at) FROM job_items INDEXED BY job_items_claim
+			err = s.r.QueryRowContext(ctx, `SELECT min(updated_at) FROM job_items INDEXED BY job_items_job_status_updated
 				WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
-				AND status = 'PENDING' AND run_at > ?`, ms(now)).Scan(&next)
+				AND status = 'PENDING' AND updated_at > ?`, ms(now)).Scan(&next)
 			if err != nil {
 				return nil, fmt.Errorf("queue summary: %w", err)
 			}

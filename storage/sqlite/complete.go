@@ -63,8 +63,9 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 			if o.Status == engine.ItemPending && !o.RunAt.IsZero() {
 				runAt = ms(o.RunAt)
 			}
+			// A PENDING item's updated_at is its due time (see the schema).
 			r, err := stmt.ExecContext(ctx, string(o.Status), o.Stage, nullJSON(o.Result), nullStr(o.Error),
-				nullStr(string(o.ErrorClass)), runAt, o.Strategy, now, o.ItemID, p.WorkerID, o.Attempt)
+				nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt)
 			if err != nil {
 				return fmt.Errorf("complete item %d: %w", o.ItemID, err)
 			}

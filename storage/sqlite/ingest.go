@@ -47,10 +47,10 @@ func (s *Store) InsertItems(ctx context.Context, p *engine.InsertItemsParams) er
 	}
 	now := ms(p.Now)
 	return s.tx(ctx, func(tx *sql.Tx) error {
-		var userID int64
+		var userID, lastSeq int64
 		var pipeline, state string
-		err := tx.QueryRowContext(ctx, `SELECT user_id, pipeline, queue_state FROM jobs WHERE id = ?`, p.JobID).
-			Scan(&userID, &pipeline, &state)
+		err := tx.QueryRowContext(ctx, `SELECT user_id, pipeline, queue_state, last_seq FROM jobs WHERE id = ?`, p.JobID).
+			Scan(&userID, &pipeline, &state, &lastSeq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return notFound("job", p.JobID)
 		}
@@ -60,32 +60,52 @@ func (s *Store) InsertItems(ctx context.Context, p *engine.InsertItemsParams) er
 		if state != string(engine.JobIngesting) {
 			return engine.Errorf(engine.ECONFLICT, "cannot add items to job %d: it is %s", p.JobID, state)
 		}
-		pending, skipped, err := s.insertItems(ctx, tx, p.JobID, userID, pipeline, p.Items, now)
+		r, err := s.insertItems(ctx, tx, p.JobID, userID, pipeline, lastSeq, p.Items, now)
 		if err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE jobs SET pending_items = pending_items + ?, skipped_items = skipped_items + ?,
-			last_heartbeat = ?, updated_at = ? WHERE id = ?`, pending, skipped, now, now, p.JobID)
+				first_item_id = COALESCE(first_item_id, ?), last_item_id = ?, last_seq = ?,
+				last_heartbeat = ?, updated_at = ? WHERE id = ?`,
+			r.pending, r.skipped, r.firstID, r.lastID, r.lastSeq, now, now, p.JobID)
 		return err
 	})
 }
 
-// insertItems writes items with multi-row INSERTs and returns how many are
-// PENDING and SKIPPED.
-func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64, pipeline string, items []engine.NewItem, now int64) (pending, skipped int64, err error) {
+// inserted reports a batch written by insertItems.
+type inserted struct {
+	pending, skipped int64
+	firstID, lastID  int64
+	lastSeq          int64
+}
+
+// insertItems writes items with multi-row INSERTs. Seqs must rise (items
+// are appended in input order; export relies on ids rising with seq).
+func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64, pipeline string, lastSeq int64, items []engine.NewItem, now int64) (inserted, error) {
+	res := inserted{lastSeq: lastSeq}
 	consts := []any{}
 	args := append(make([]any, 0, itemInsertConsts+rowsPerInsert*itemInsertColumns), consts...)
 	many := tx.StmtContext(ctx, s.insertMany)
 	flush := func(q string) error {
+		var r sql.Result
 		var err error
 		if q == insertManySQL {
-			_, err = many.ExecContext(ctx, args...)
+			r, err = many.ExecContext(ctx, args...)
 		} else {
-			_, err = tx.ExecContext(ctx, q, args...)
+			r, err = tx.ExecContext(ctx, q, args...)
 		}
 		if err != nil {
 			return fmt.Errorf("insert items of job %d: %w", jobID, err)
 		}
+		// One writer: a statement's rowids are consecutive.
+		last, err := r.LastInsertId()
+		if err != nil {
+			return err
+		}
+		if res.firstID == 0 {
+			res.firstID = last - int64((len(args)-itemInsertConsts)/itemInsertColumns) + 1
+		}
+		res.lastID = last
 		args = args[:itemInsertConsts]
 		return nil
 	}
@@ -95,13 +115,17 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 		if st == "" {
 			st = engine.ItemPending
 		}
+		if it.Seq <= res.lastSeq {
+			return res, engine.Errorf(engine.EINVALID, "new item seq %d: seqs must rise (last was %d)", it.Seq, res.lastSeq)
+		}
+		res.lastSeq = it.Seq
 		switch st {
 		case engine.ItemPending:
-			pending++
+			res.pending++
 		case engine.ItemSkipped:
-			skipped++
+			res.skipped++
 		default:
-			return 0, 0, engine.Errorf(engine.EINVALID, "new item %d: status %s (want PENDING or SKIPPED)", it.Seq, st)
+			return res, engine.Errorf(engine.EINVALID, "new item %d: status %s (want PENDING or SKIPPED)", it.Seq, st)
 		}
 		// A normalised row equal to its input (the headers were already
 		// canonical) is stored once: readers take COALESCE(normalized, input).
@@ -112,17 +136,17 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 		args = append(args, jobID, userID, pipeline, it.Seq, nullJSON(it.Input), norm, string(st), nullStr(it.LastError), now, now)
 		if len(args) == itemInsertConsts+rowsPerInsert*itemInsertColumns {
 			if err := flush(insertManySQL); err != nil {
-				return 0, 0, err
+				return res, err
 			}
 		}
 	}
 	if len(args) > itemInsertConsts {
 		// The tail of the batch: one statement of its own size.
 		if err := flush(itemInsertSQL((len(args) - itemInsertConsts) / itemInsertColumns)); err != nil {
-			return 0, 0, err
+			return res, err
 		}
 	}
-	return pending, skipped, nil
+	return res, nil
 }
 
 // EnqueueJob creates a QUEUED job with its items in one transaction.
@@ -135,14 +159,16 @@ func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*en
 			return err
 		}
 		now := ms(p.Job.Now)
-		pending, skipped, err := s.insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, p.Items, now)
+		r, err := s.insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, 0, p.Items, now)
 		if err != nil {
 			return err
 		}
+		first := sql.NullInt64{Int64: r.firstID, Valid: r.firstID != 0}
 		_, err = tx.ExecContext(ctx, `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
+				first_item_id = ?, last_item_id = ?, last_seq = ?,
 				queue_state = CASE WHEN ? = 0 THEN 'DONE' ELSE 'QUEUED' END,
 				finished_at = CASE WHEN ? = 0 THEN ? ELSE NULL END
-			WHERE id = ?`, pending, skipped, pending+skipped, pending, pending, now, id)
+			WHERE id = ?`, r.pending, r.skipped, r.pending+r.skipped, first, r.lastID, r.lastSeq, r.pending, r.pending, now, id)
 		return err
 	})
 	if err != nil {

@@ -194,9 +194,23 @@ func less(a, b *engine.Item) bool {
 // read snapshots short, so checkpoints are never held back for long.
 const scanChunk = 2000
 
-// ScanItems streams a job's items in seq order.
+// ScanItems streams a job's items in seq order. Items are appended in seq
+// order, so their ids rise with seq: the scan walks the job's rowid range
+// (jobs.first_item_id..last_item_id), skipping rows of other jobs that were
+// ingested at the same time, with no index of its own.
 func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
-	q := selectItems(p.WithInput) + ` INDEXED BY job_items_job_seq WHERE job_id = ? AND seq > ?`
+	var first, last sql.NullInt64
+	err := s.r.QueryRowContext(ctx, `SELECT first_item_id, last_item_id FROM jobs WHERE id = ?`, p.JobID).Scan(&first, &last)
+	if errors.Is(err, sql.ErrNoRows) {
+		return notFound("job", p.JobID)
+	}
+	if err != nil {
+		return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
+	}
+	if !first.Valid {
+		return nil
+	}
+	q := selectItems(p.WithInput) + ` NOT INDEXED WHERE id > ? AND id <= ? AND job_id = ?`
 	var filter []any
 	if len(p.Statuses) > 0 {
 		q += " AND status IN (" + placeholders(len(p.Statuses)) + ")"
@@ -204,10 +218,10 @@ func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn fun
 			filter = append(filter, string(st))
 		}
 	}
-	q += " ORDER BY seq LIMIT ?"
-	var after int64 = -1 << 62
+	q += " ORDER BY id LIMIT ?"
+	after := first.Int64 - 1
 	for {
-		args := append(append([]any{p.JobID, after}, filter...), scanChunk)
+		args := append(append([]any{after, last.Int64, p.JobID}, filter...), scanChunk)
 		rows, err := s.r.QueryContext(ctx, q, args...)
 		if err != nil {
 			return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
@@ -220,7 +234,7 @@ func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn fun
 				return err
 			}
 			n++
-			after = it.Seq
+			after = it.ID
 			if err := fn(it); err != nil {
 				rows.Close()
 				return err

@@ -86,14 +86,14 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		args []any
 		want string
 	}{
-		"claim": {`SELECT id FROM job_items INDEXED BY job_items_claim WHERE job_id = ? AND status = 'PENDING' AND run_at <= ? ORDER BY run_at, id LIMIT ?`,
-			[]any{1, 2, 3}, "job_items_claim"},
+		"claim": {`SELECT id FROM job_items WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? ORDER BY updated_at, id LIMIT ?`,
+			[]any{1, 2, 3}, "job_items_job_status_updated"},
 		"keyset per job": {`SELECT id FROM job_items INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
 			[]any{1, "PENDING", 0, 0, 100}, "job_items_job_status_updated"},
 		"keyset global": {`SELECT id FROM job_items INDEXED BY job_items_status_user_updated WHERE status = ? AND user_id = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
 			[]any{"PENDING", 1, 0, 0, 100}, "job_items_status_user_updated"},
-		"export": {`SELECT id FROM job_items INDEXED BY job_items_job_seq WHERE job_id = ? AND seq > ? ORDER BY seq LIMIT ?`,
-			[]any{1, 0, 100}, "job_items_job_seq"},
+		"export": {`SELECT id FROM job_items NOT INDEXED WHERE id > ? AND id <= ? AND job_id = ? ORDER BY id LIMIT ?`,
+			[]any{0, 100, 1, 100}, "INTEGER PRIMARY KEY (rowid>? AND rowid<?)"},
 	}
 	for name, c := range plans {
 		rows, err := s.r.QueryContext(ctx, "EXPLAIN QUERY PLAN "+c.q, c.args...)

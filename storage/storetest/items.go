@@ -134,9 +134,11 @@ func testListItemsOrder(t *testing.T, e *env) {
 	require.Len(t, page.Items, 9)
 	require.Nil(t, page.Next, "a single page has no Next")
 	requireKeysetOrder(t, page.Items)
-	// Completed in reverse seq order one second apart: the latest completion
-	// (seq 1) is listed last.
-	require.Equal(t, int64(1), page.Items[len(page.Items)-1].Seq)
+	// Completed in reverse seq order one second apart, and a PENDING item's
+	// UpdatedAt is its due time (an hour after its completion): the retries
+	// (seq 9, 6, 3) come after every terminal item, the last retry last.
+	require.Equal(t, int64(3), page.Items[len(page.Items)-1].Seq)
+	require.Equal(t, int64(1), page.Items[len(page.Items)-4].Seq)
 	for _, it := range page.Items {
 		require.Equal(t, j.ID, it.JobID)
 	}

@@ -38,13 +38,17 @@ func scanSeqs(items []*engine.Item) []int64 {
 	return out
 }
 
-// testScanSeqOrder: items are visited in seq order even when they were
-// inserted in another order.
+// testScanSeqOrder: items are visited in seq order across batches, and a
+// batch whose seqs do not rise past the last stored one is refused (items
+// are appended in input order).
 func testScanSeqOrder(t *testing.T, e *env) {
 	j := e.createJob()
-	e.insert(j.ID, rows(11, 15))
 	e.insert(j.ID, rows(1, 5))
 	e.insert(j.ID, rows(6, 10))
+	err := e.s.InsertItems(e.ctx, &engine.InsertItemsParams{JobID: j.ID, Items: rows(3, 4), Now: e.now()})
+	require.Error(t, err, "seqs that do not rise")
+	require.Equal(t, engine.EINVALID, engine.ErrorCode(err))
+	e.insert(j.ID, rows(11, 15))
 	e.finish(j.ID)
 
 	got := e.scan(&engine.ScanItemsParams{JobID: j.ID})

@@ -70,6 +70,11 @@ CREATE TABLE jobs (
     max_attempts     INTEGER NOT NULL DEFAULT 5,
     last_error       TEXT,
     claim_ticket     INTEGER NOT NULL DEFAULT 0, -- round-robin fairness: larger = claimed more recently
+    -- A job's items are appended in seq order by one writer, so their ids
+    -- rise with seq: export walks the rowid range instead of a seq index.
+    first_item_id    INTEGER,
+    last_item_id     INTEGER,
+    last_seq         INTEGER NOT NULL DEFAULT 0,
     last_heartbeat   INTEGER,
     created_at       INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL,
@@ -96,23 +101,22 @@ CREATE TABLE job_items (
     status           TEXT    NOT NULL CHECK (status IN
                          ('PENDING', 'PROCESSING', 'DONE', 'ERROR', 'NOT_FOUND', 'SKIPPED')),
     attempts         INTEGER NOT NULL DEFAULT 0,
-    run_at           INTEGER NOT NULL,
+    run_at           INTEGER NOT NULL, -- when a PENDING item is due
+
     last_error       TEXT,
     last_error_code  TEXT,
     locked_by        TEXT,
     locked_at        INTEGER,
     lease_expires_at INTEGER,
     strategy         INTEGER NOT NULL DEFAULT 0,
+    -- Last change; for a PENDING item the moment it is due (= run_at), so
+    -- that one index serves both the keyset pages and the claims.
     updated_at       INTEGER NOT NULL
 );
--- Export order and one row per input position.
-CREATE UNIQUE INDEX job_items_job_seq ON job_items (job_id, seq);
--- Keyset pages per job and across jobs (seed 000, Pending screens).
+-- Keyset pages per job and across jobs (seed 000, Pending screens). The
+-- per-job one also serves claims: PENDING items of a job in due order.
 CREATE INDEX job_items_job_status_updated ON job_items (job_id, status, updated_at, id);
 CREATE INDEX job_items_status_user_updated ON job_items (status, user_id, updated_at, id);
--- Claims: due PENDING items of one job in run_at order. Partial, so it
--- only holds the items still to do.
-CREATE INDEX job_items_claim ON job_items (job_id, run_at, id) WHERE status = 'PENDING';
 
 CREATE TABLE item_attempts (
     id          INTEGER PRIMARY KEY,
