@@ -31,20 +31,7 @@ func (g *Ingester) Enqueue(ctx context.Context, req EnqueueRequest) (*Job, error
 	if len(req.Rows) > MaxEnqueueRows {
 		return nil, Errorf(EINVALID, "items: at most %d rows per request (got %d); upload a file instead", MaxEnqueueRows, len(req.Rows))
 	}
-	if req.UserID == 0 {
-		u, err := g.store.DefaultUser(ctx)
-		if err != nil {
-			return nil, err
-		}
-		req.UserID = u.ID
-	}
-	if req.Pipeline == "" {
-		req.Pipeline = DefaultPipeline
-	}
-	pl, err := g.store.GetPipeline(ctx, req.Pipeline)
-	if IsNotFound(err) {
-		return nil, Errorf(EINVALID, "pipeline %q does not exist", req.Pipeline)
-	}
+	pl, err := g.resolve(ctx, &req.UserID, &req.Pipeline)
 	if err != nil {
 		return nil, err
 	}

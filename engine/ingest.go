@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/engine/adapt"
@@ -21,6 +22,18 @@ type Ingester struct {
 	clock    Clock
 	log      *slog.Logger
 	cfg      adapt.IngestConfig
+
+	// A small cache keeps two catalogue reads off every small enqueue:
+	// the default user never changes; pipelines are re-read after
+	// pipelineTTL, like the runner's.
+	mu          sync.Mutex
+	defaultUser int64
+	pipelines   map[string]cachedPipeline
+}
+
+type cachedPipeline struct {
+	p  *Pipeline
+	at time.Time
 }
 
 // IngesterConfig configures an Ingester.
@@ -47,7 +60,48 @@ func NewIngester(c IngesterConfig) (*Ingester, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ingester{store: c.Store, notifier: c.Notifier, clock: c.Clock, log: c.Logger.WithGroup("ingest"), cfg: batch}, nil
+	return &Ingester{store: c.Store, notifier: c.Notifier, clock: c.Clock, log: c.Logger.WithGroup("ingest"), cfg: batch,
+		pipelines: map[string]cachedPipeline{}}, nil
+}
+
+// resolve fills in the default user and pipeline name and returns the
+// pipeline, or EINVALID when it does not exist.
+func (g *Ingester) resolve(ctx context.Context, userID *int64, name *string) (*Pipeline, error) {
+	if *name == "" {
+		*name = DefaultPipeline
+	}
+	now := g.clock.Now()
+	g.mu.Lock()
+	uid := g.defaultUser
+	cp, ok := g.pipelines[*name]
+	g.mu.Unlock()
+	if *userID == 0 {
+		if uid == 0 {
+			u, err := g.store.DefaultUser(ctx)
+			if err != nil {
+				return nil, err
+			}
+			uid = u.ID
+			g.mu.Lock()
+			g.defaultUser = uid
+			g.mu.Unlock()
+		}
+		*userID = uid
+	}
+	if ok && now.Sub(cp.at) < pipelineTTL {
+		return cp.p, nil
+	}
+	pl, err := g.store.GetPipeline(ctx, *name)
+	if IsNotFound(err) {
+		return nil, Errorf(EINVALID, "pipeline %q does not exist (see `sluice pipelines`)", *name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	g.pipelines[*name] = cachedPipeline{p: pl, at: now}
+	g.mu.Unlock()
+	return pl, nil
 }
 
 // IngestRequest describes one file to ingest.
@@ -84,20 +138,7 @@ type IngestResult struct {
 // cannot be read as CSV, the job is FAILED with the line and the reason and
 // the error is returned with the job.
 func (g *Ingester) IngestCSV(ctx context.Context, req IngestRequest) (*IngestResult, error) {
-	if req.UserID == 0 {
-		u, err := g.store.DefaultUser(ctx)
-		if err != nil {
-			return nil, err
-		}
-		req.UserID = u.ID
-	}
-	if req.Pipeline == "" {
-		req.Pipeline = DefaultPipeline
-	}
-	pl, err := g.store.GetPipeline(ctx, req.Pipeline)
-	if IsNotFound(err) {
-		return nil, Errorf(EINVALID, "pipeline %q does not exist (see `sluice pipelines`)", req.Pipeline)
-	}
+	pl, err := g.resolve(ctx, &req.UserID, &req.Pipeline)
 	if err != nil {
 		return nil, err
 	}

@@ -85,3 +85,19 @@ func BenchmarkKeysetPage(b *testing.B) {
 		require.Len(b, p.Items, 100)
 	}
 }
+
+// BenchmarkEnqueueOne measures a one-item job enqueued in one durable
+// transaction (the in-process pickup latency starts with it).
+func BenchmarkEnqueueOne(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "b.db"), Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		_, err := s.EnqueueJob(ctx, &engine.EnqueueJobParams{
+			Job:   engine.CreateJobParams{UserID: 1, Pipeline: "noop", Now: time.Now()},
+			Items: []engine.NewItem{{Seq: 1, Input: []byte(`{"t":"1"}`), Normalized: []byte(`{"t":"1"}`)}},
+		})
+		require.NoError(b, err)
+	}
+}

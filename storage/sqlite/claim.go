@@ -16,6 +16,17 @@ const claimItemsSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?
 		WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
 	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
+const (
+	claimJobsSQL = `SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
+		ORDER BY priority DESC, claim_ticket, id LIMIT ?`
+	claimTicketSQL = `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`
+	claimJobSQL    = `UPDATE jobs SET pending_items = pending_items - ?, processing_items = processing_items + ?,
+		queue_state = CASE WHEN ? > 0 AND queue_state = 'QUEUED' THEN 'RUNNING' ELSE queue_state END,
+		started_at = CASE WHEN ? > 0 THEN COALESCE(started_at, ?) ELSE started_at END,
+		claim_ticket = ?, updated_at = CASE WHEN ? > 0 THEN ? ELSE updated_at END
+	WHERE id = ?`
+)
+
 // ClaimItems claims due items fairly across runnable jobs: it takes the
 // runnable jobs that have waited longest since their last claim (higher
 // priority first) and gives each an equal share of the limit.
@@ -30,10 +41,11 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	now := ms(p.Now)
 	lease := ms(p.Now.Add(p.LeaseFor))
 	var out []*engine.Item
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	// A claim need not survive power loss (see lightTx): its commit skips
+	// the fsync, which is most of an idle worker's pickup latency.
+	err := s.lightTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
-			ORDER BY priority DESC, claim_ticket, id LIMIT ?`, maxJobs)
+		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, maxJobs)
 		if err != nil {
 			return err
 		}
@@ -53,7 +65,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 		// Each job that gets a share moves to the back of the line with a
 		// fresh ticket (a counter, not a time: clocks can stand still).
 		var ticket int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`).Scan(&ticket); err != nil {
+		if err := tx.StmtContext(ctx, s.claimTicket).QueryRowContext(ctx).Scan(&ticket); err != nil {
 			return err
 		}
 		remaining := p.Limit
@@ -70,12 +82,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			// A job moves to the back of the line also when none of its
 			// items was due, so that jobs waiting only for retries do not
 			// crowd out the others.
-			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET pending_items = pending_items - ?,
-					processing_items = processing_items + ?,
-					queue_state = CASE WHEN ? > 0 AND queue_state = 'QUEUED' THEN 'RUNNING' ELSE queue_state END,
-					started_at = CASE WHEN ? > 0 THEN COALESCE(started_at, ?) ELSE started_at END,
-					claim_ticket = ?, updated_at = CASE WHEN ? > 0 THEN ? ELSE updated_at END
-				WHERE id = ?`, n, n, n, n, now, ticket, n, now, jobID); err != nil {
+			if _, err := tx.StmtContext(ctx, s.claimJob).ExecContext(ctx, n, n, n, n, now, ticket, n, now, jobID); err != nil {
 				return 0, err
 			}
 			return n, nil

@@ -37,7 +37,14 @@ func itemInsertSQL(n int) string {
 
 var (
 	insertManySQL = itemInsertSQL(rowsPerInsert)
+	insertOneSQL  = itemInsertSQL(1)
 )
+
+const enqueueDoneSQL = `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
+		first_item_id = ?, last_item_id = ?, last_seq = ?,
+		queue_state = CASE WHEN ? = 0 THEN 'DONE' ELSE 'QUEUED' END,
+		finished_at = CASE WHEN ? = 0 THEN ? ELSE NULL END
+	WHERE id = ?`
 
 // InsertItems appends a batch of items to an INGESTING job in one
 // transaction, with the job's counters and heartbeat.
@@ -89,9 +96,12 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 	flush := func(q string) error {
 		var r sql.Result
 		var err error
-		if q == insertManySQL {
+		switch q {
+		case insertManySQL:
 			r, err = many.ExecContext(ctx, args...)
-		} else {
+		case insertOneSQL:
+			r, err = tx.StmtContext(ctx, s.insertOne).ExecContext(ctx, args...)
+		default:
 			r, err = tx.ExecContext(ctx, q, args...)
 		}
 		if err != nil {
@@ -154,7 +164,7 @@ func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*en
 	var id int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		id, err = insertJob(ctx, tx, &p.Job)
+		id, err = s.insertJobRow(ctx, tx, &p.Job)
 		if err != nil {
 			return err
 		}
@@ -164,11 +174,7 @@ func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*en
 			return err
 		}
 		first := sql.NullInt64{Int64: r.firstID, Valid: r.firstID != 0}
-		_, err = tx.ExecContext(ctx, `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
-				first_item_id = ?, last_item_id = ?, last_seq = ?,
-				queue_state = CASE WHEN ? = 0 THEN 'DONE' ELSE 'QUEUED' END,
-				finished_at = CASE WHEN ? = 0 THEN ? ELSE NULL END
-			WHERE id = ?`, r.pending, r.skipped, r.pending+r.skipped, first, r.lastID, r.lastSeq, r.pending, r.pending, now, id)
+		_, err = tx.StmtContext(ctx, s.enqueueDone).ExecContext(ctx, r.pending, r.skipped, r.pending+r.skipped, first, r.lastID, r.lastSeq, r.pending, r.pending, now, id)
 		return err
 	})
 	if err != nil {

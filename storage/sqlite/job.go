@@ -64,7 +64,7 @@ func (s *Store) CreateJob(ctx context.Context, p *engine.CreateJobParams) (*engi
 	var id int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		id, err = insertJob(ctx, tx, p)
+		id, err = s.insertJobRow(ctx, tx, p)
 		return err
 	})
 	if err != nil {
@@ -73,10 +73,19 @@ func (s *Store) CreateJob(ctx context.Context, p *engine.CreateJobParams) (*engi
 	return s.writerJob(ctx, id)
 }
 
+var jobByIDSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ?`
+
 // writerJob reads a job through the write connection, so that it sees the
 // transaction just committed even if a reader's snapshot is older.
 func (s *Store) writerJob(ctx context.Context, id int64) (*engine.Job, error) {
-	return getJob(ctx, s.w, id)
+	j, err := scanJob(s.jobByID.QueryRowContext(ctx, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("job", id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get job %d: %w", id, err)
+	}
+	return j, nil
 }
 
 // FinishIngest moves an INGESTING job to QUEUED (or DONE when nothing is
@@ -303,8 +312,12 @@ func placeholders(n int) string {
 	return strings.Repeat("?,", n-1) + "?"
 }
 
-// insertJob inserts a job row in state INGESTING and returns its id.
-func insertJob(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int64, error) {
+const insertJobSQL = `INSERT INTO jobs (user_id, pipeline, name, source, source_ref, file_id, queue_state,
+		priority, max_attempts, last_heartbeat, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?) RETURNING id`
+
+// insertJobRow inserts a job row in state INGESTING and returns its id.
+func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int64, error) {
 	maxAttempts := p.MaxAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = 5
@@ -318,9 +331,7 @@ func insertJob(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int6
 		fileID = sql.NullInt64{Int64: p.FileID, Valid: true}
 	}
 	var id int64
-	err := tx.QueryRowContext(ctx, `INSERT INTO jobs (user_id, pipeline, name, source, source_ref, file_id, queue_state,
-			priority, max_attempts, last_heartbeat, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?) RETURNING id`,
+	err := tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 		p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
 		ms(p.Now), ms(p.Now), ms(p.Now)).Scan(&id)
 	return id, err

@@ -11,6 +11,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"embed"
 	"errors"
 	"fmt"
@@ -75,6 +76,7 @@ func (o Options) withDefaults() (Options, error) {
 // Store is the SQLite implementation of engine.Store.
 type Store struct {
 	path string
+	sync string  // the configured synchronous setting
 	w    *sql.DB // exactly one connection; BEGIN IMMEDIATE
 	r    *sql.DB // read pool
 	// dv is a read connection kept for PRAGMA data_version, which is only
@@ -87,6 +89,8 @@ type Store struct {
 	// Hot statements, prepared once on the write connection: the large
 	// multi-row ones cost more to parse than to run.
 	insertMany, attemptMany, completeOne, claim *sql.Stmt
+	insertJob, insertOne, enqueueDone, jobByID  *sql.Stmt
+	claimJobs, claimTicket, claimJob            *sql.Stmt
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -126,7 +130,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
 
-	s := &Store{path: path, w: w}
+	s := &Store{path: path, w: w, sync: opts.Synchronous}
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -180,6 +184,8 @@ func (s *Store) prepare(ctx context.Context) error {
 	}{
 		{&s.insertMany, insertManySQL}, {&s.attemptMany, attemptManySQL},
 		{&s.completeOne, completeItemSQL}, {&s.claim, claimItemsSQL},
+		{&s.insertJob, insertJobSQL}, {&s.insertOne, itemInsertSQL(1)}, {&s.enqueueDone, enqueueDoneSQL},
+		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimTicket, claimTicketSQL}, {&s.claimJob, claimJobSQL},
 	} {
 		st, err := s.w.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -210,7 +216,8 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	for _, st := range []*sql.Stmt{s.insertMany, s.attemptMany, s.completeOne, s.claim} {
+	for _, st := range []*sql.Stmt{s.insertMany, s.attemptMany, s.completeOne, s.claim, s.insertJob, s.insertOne, s.enqueueDone, s.jobByID,
+		s.claimJobs, s.claimTicket, s.claimJob} {
 		if st != nil {
 			st.Close()
 		}
@@ -304,6 +311,43 @@ func nullJSON(b []byte) any {
 // tx runs fn in one write transaction (BEGIN IMMEDIATE).
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// lightTx runs fn in one write transaction whose commit does not wait for
+// fsync (synchronous=NORMAL for this transaction only). Only for writes that
+// may be lost on power failure without harm: a claim lost that way leaves
+// its items PENDING, exactly as if the worker had died, and the next FULL
+// commit syncs the WAL including it. The writer's own setting is restored
+// afterwards; a connection that cannot be restored is discarded.
+func (s *Store) lightTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	if s.sync != "FULL" {
+		return s.tx(ctx, fn)
+	}
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer c.Close()
+	if _, err := c.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
+		return err
+	}
+	defer func() {
+		if _, err := c.ExecContext(context.Background(), "PRAGMA synchronous="+s.sync); err != nil {
+			_ = c.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}()
+	tx, err := c.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/stretchr/testify/require"
@@ -110,4 +111,19 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		require.Contains(t, joined, c.want, name)
 		require.NotContains(t, joined, "TEMP B-TREE", name+": "+joined)
 	}
+}
+
+// TestClaimRestoresSynchronous: claims commit with synchronous=NORMAL, and
+// the writer is back at FULL for every other transaction.
+func TestClaimRestoresSynchronous(t *testing.T) {
+	t.Parallel()
+	s, _ := open(t)
+	ctx := context.Background()
+	fillJob(t, s, 10)
+	items, err := s.ClaimItems(ctx, &engine.ClaimItemsParams{WorkerID: "w", Limit: 5, LeaseFor: time.Minute, Now: time.Now()})
+	require.NoError(t, err)
+	require.Len(t, items, 5)
+	var sync int
+	require.NoError(t, s.w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync))
+	require.Equal(t, 2, sync, "FULL again after a claim")
 }
