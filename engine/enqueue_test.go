@@ -2,7 +2,9 @@ package engine_test
 
 import (
 	"encoding/json"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -125,4 +127,48 @@ func TestNormalizeObjectRejectsNonObjects(t *testing.T) {
 		_, err := engine.NormalizeObject(json.RawMessage(bad))
 		require.Error(t, err, "%q", bad)
 	}
+}
+
+// fakeClock is a Clock the test moves by hand.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestIngesterRereadsPipelinesAfterTheirTTL(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	p := noopPipeline("prio", "")
+	p.Priority = 1
+	putPipeline(t, s, p)
+	clock := &fakeClock{now: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)}
+	g, err := engine.NewIngester(engine.IngesterConfig{Store: s, Clock: clock})
+	require.NoError(t, err)
+	req := engine.EnqueueRequest{Pipeline: "prio", Rows: rows(1)}
+
+	job, err := g.Enqueue(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, 1, job.Priority)
+	require.Equal(t, clock.Now(), job.CreatedAt, "the ingester's clock dates the job")
+
+	// The ingester may cache pipelines for a few seconds (pipelineTTL),
+	// not longer.
+	p.Priority = 5
+	putPipeline(t, s, p)
+	clock.advance(6 * time.Second)
+	job, err = g.Enqueue(t.Context(), req)
+	require.NoError(t, err)
+	require.Equal(t, 5, job.Priority, "a changed pipeline is seen once the cache entry expired")
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,4 +154,60 @@ func requireNoProcessing(t *testing.T, s engine.Store) {
 	q, err := s.QueueSummary(t.Context(), time.Now())
 	require.NoError(t, err)
 	require.Zero(t, q.Processing)
+}
+
+// watchedStore wraps a Store, counts what the runner claims and completes,
+// and signals after each claim and completion, so tests wait on events
+// rather than sleep (and never read Runner.Summary while Run is running).
+type watchedStore struct {
+	engine.Store
+	claimed     atomic.Int64 // items claimed
+	emptyClaims atomic.Int64 // claims that found nothing
+	completed   atomic.Int64 // outcomes applied
+	changed     chan struct{}
+}
+
+func watch(s engine.Store) *watchedStore {
+	return &watchedStore{Store: s, changed: make(chan struct{}, 1)}
+}
+
+func (w *watchedStore) signal() {
+	select {
+	case w.changed <- struct{}{}:
+	default:
+	}
+}
+
+func (w *watchedStore) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*engine.Item, error) {
+	items, err := w.Store.ClaimItems(ctx, p)
+	if err == nil {
+		w.claimed.Add(int64(len(items)))
+		if len(items) == 0 {
+			w.emptyClaims.Add(1)
+		}
+		w.signal()
+	}
+	return items, err
+}
+
+func (w *watchedStore) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams) (*engine.CompleteItemsResult, error) {
+	res, err := w.Store.CompleteItems(ctx, p)
+	if err == nil {
+		w.completed.Add(int64(res.Applied))
+		w.signal()
+	}
+	return res, err
+}
+
+// waitFor waits until cond holds, checking after each claim or completion.
+func (w *watchedStore) waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	timeout := time.After(20 * time.Second)
+	for !cond() {
+		select {
+		case <-w.changed:
+		case <-timeout:
+			t.Fatal("condition not reached in 20s")
+		}
+	}
 }

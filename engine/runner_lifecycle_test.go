@@ -3,7 +3,6 @@ package engine_test
 import (
 	"context"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -78,41 +77,9 @@ func TestRunnerDrainLeavesPausedJobs(t *testing.T) {
 	require.Equal(t, engine.ItemCounts{Done: 10}, got.Counts)
 }
 
-func TestRunnerSmallJobOvertakesLargeJob(t *testing.T) {
-	t.Parallel()
-	const big = 20000
-	s := newStore(t)
-	g := newIngester(t, s, nil)
-	res, err := g.IngestCSV(t.Context(), engine.IngestRequest{Name: "big", Input: strings.NewReader(csvRows(big))})
-	require.NoError(t, err)
-	large := res.Job
-	small := enqueue(t, g, engine.DefaultPipeline, 10)
-
-	smallDone := make(chan struct{})
-	var largeDone atomic.Bool
-	r := newRunner(t, s, engine.RunnerConfig{OnJobFinished: func(id int64) {
-		switch id {
-		case small.ID:
-			close(smallDone)
-		case large.ID:
-			largeDone.Store(true)
-		}
-	}})
-	stop := runInBackground(t, r)
-	select {
-	case <-smallDone:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the small job did not finish")
-	}
-	require.False(t, largeDone.Load(), "the small job waited for the large one")
-	got := getJob(t, s, large.ID)
-	require.Positive(t, got.Counts.Pending, "the large job should still have work left: %+v", got.Counts)
-	stop(10 * time.Second)
-	require.Equal(t, engine.ItemCounts{Done: 10}, getJob(t, s, small.ID).Counts)
-	requireNoProcessing(t, s)
-}
-
-func TestRunnerLateSmallJobOvertakesBusyLargeJob(t *testing.T) {
+// TestRunnerSmallJobsOvertakeLargeJob: claims are fair across jobs, so a
+// small job enqueued with (or after) a large one finishes long before it.
+func TestRunnerSmallJobsOvertakeLargeJob(t *testing.T) {
 	t.Parallel()
 	const big = 20000
 	s := newStore(t)
@@ -121,33 +88,33 @@ func TestRunnerLateSmallJobOvertakesBusyLargeJob(t *testing.T) {
 	res, err := g.IngestCSV(t.Context(), engine.IngestRequest{Name: "big", Input: strings.NewReader(csvRows(big))})
 	require.NoError(t, err)
 	large := res.Job
+	early := enqueue(t, g, engine.DefaultPipeline, 10)
 
-	smallID := make(chan int64, 1)
-	smallDone := make(chan struct{})
-	r := newRunner(t, s, engine.RunnerConfig{Notifier: n, OnJobFinished: func(id int64) {
+	finished := make(chan int64, 4)
+	r := newRunner(t, s, engine.RunnerConfig{Notifier: n, OnJobFinished: func(id int64) { finished <- id }})
+	waitFinished := func(want int64) {
+		t.Helper()
 		select {
-		case want := <-smallID:
-			if id == want {
-				close(smallDone)
-				return
-			}
-			smallID <- want
-		default:
+		case id := <-finished:
+			require.Equal(t, want, id, "job %d finished first", id)
+		case <-time.After(20 * time.Second):
+			t.Fatalf("job %d did not finish", want)
 		}
-	}})
-	stop := runInBackground(t, r)
-	require.Eventually(t, func() bool { return getJob(t, s, large.ID).Counts.Done > 0 }, 20*time.Second, time.Millisecond)
-	small := enqueue(t, g, engine.DefaultPipeline, 10)
-	smallID <- small.ID
-	select {
-	case <-smallDone:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the small job did not finish")
 	}
+	stop := runInBackground(t, r)
+	waitFinished(early.ID)
+	require.Positive(t, getJob(t, s, large.ID).Counts.Pending)
+
+	// A job that arrives while the runner is busy with the large one.
+	late := enqueue(t, g, engine.DefaultPipeline, 10)
+	waitFinished(late.ID)
 	got := getJob(t, s, large.ID)
-	require.Positive(t, got.Counts.Pending, "the small job waited for the large one: %+v", got.Counts)
+	require.Positive(t, got.Counts.Pending, "the late job waited for the large one: %+v", got.Counts)
+	require.Positive(t, got.Counts.Done)
 	stop(10 * time.Second)
 	requireNoProcessing(t, s)
+	require.Equal(t, engine.ItemCounts{Done: 10}, getJob(t, s, early.ID).Counts)
+	require.Equal(t, engine.ItemCounts{Done: 10}, getJob(t, s, late.ID).Counts)
 }
 
 func TestRunnerStopsPromptlyAndFinishesInFlightItems(t *testing.T) {
@@ -155,9 +122,10 @@ func TestRunnerStopsPromptlyAndFinishesInFlightItems(t *testing.T) {
 	s := newStore(t)
 	putPipeline(t, s, noopPipeline("slow", `{"delayMs":20}`))
 	job := enqueue(t, newIngester(t, s, nil), "slow", 400)
-	r := newRunner(t, s, engine.RunnerConfig{Concurrency: 4, Claim: adapt.ClaimConfig{Max: 8}})
+	w := watch(s)
+	r := newRunner(t, w, engine.RunnerConfig{Concurrency: 4, Claim: adapt.ClaimConfig{Max: 8}})
 	stop := runInBackground(t, r)
-	require.Eventually(t, func() bool { return r.Summary().Completed >= 8 }, 10*time.Second, 5*time.Millisecond)
+	w.waitFor(t, func() bool { return w.completed.Load() >= 8 })
 
 	start := time.Now()
 	sum := stop(2 * time.Second)
@@ -175,9 +143,10 @@ func TestRunnerShutdownGraceCancelsStuckItems(t *testing.T) {
 	s := newStore(t)
 	putPipeline(t, s, noopPipeline("stuck", `{"delayMs":60000}`))
 	job := enqueue(t, newIngester(t, s, nil), "stuck", 3)
-	r := newRunner(t, s, engine.RunnerConfig{Concurrency: 3, ShutdownGrace: 50 * time.Millisecond})
+	w := watch(s)
+	r := newRunner(t, w, engine.RunnerConfig{Concurrency: 3, ShutdownGrace: 50 * time.Millisecond})
 	stop := runInBackground(t, r)
-	require.Eventually(t, func() bool { return r.Summary().Claimed == 3 }, 10*time.Second, 5*time.Millisecond)
+	w.waitFor(t, func() bool { return w.claimed.Load() == 3 })
 
 	start := time.Now()
 	sum := stop(5 * time.Second)
@@ -194,38 +163,18 @@ func TestRunnerShutdownGraceCancelsStuckItems(t *testing.T) {
 	}
 }
 
-// claimSignal wraps a Store and signals each claim that found nothing.
-type claimSignal struct {
-	engine.Store
-	empty chan struct{}
-}
-
-func (c *claimSignal) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*engine.Item, error) {
-	items, err := c.Store.ClaimItems(ctx, p)
-	if err == nil && len(items) == 0 {
-		select {
-		case c.empty <- struct{}{}:
-		default:
-		}
-	}
-	return items, err
-}
-
 func TestRunnerNotifierWakesIdleRunner(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	n := engine.NewNotifier()
 	g := newIngester(t, s, n)
-	wrapped := &claimSignal{Store: s, empty: make(chan struct{}, 1)}
+	wrapped := watch(s)
 	finished := make(chan int64, 1)
 	r := newRunner(t, wrapped, engine.RunnerConfig{Notifier: n, PollInterval: 10 * time.Second,
 		OnJobFinished: func(id int64) { finished <- id }})
 	runInBackground(t, r)
-	select {
-	case <-wrapped.empty: // the runner found nothing and goes idle
-	case <-time.After(10 * time.Second):
-		t.Fatal("the runner never claimed")
-	}
+	// The runner found nothing and goes idle.
+	wrapped.waitFor(t, func() bool { return wrapped.emptyClaims.Load() > 0 })
 
 	start := time.Now()
 	job := enqueue(t, g, engine.DefaultPipeline, 1)

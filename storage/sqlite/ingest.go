@@ -15,36 +15,29 @@ import (
 // overhead dominates single-row inserts (FACTS: 149k vs 292k rows/s).
 const rowsPerInsert = 100
 
-// Per-batch constants are numbered parameters bound once per statement:
-// ?1 job_id, ?2 user_id, ?3 pipeline, ?4 now (run_at and updated_at); each
-// row then binds its own seq, input, normalised input, status and error.
-const (
-	itemInsertConsts  = 0
-	itemInsertColumns = 10
-)
+// A batch's constants (job, owner, pipeline, time) are written into the
+// statement as literals, prepared once per batch; each row binds only its
+// own five values. Binding is a measurable share of a million-row ingest,
+// and this driver binds numbered parameters more slowly than plain ones.
+const itemInsertColumns = 5
 
-func itemInsertSQL(n int) string {
+// itemInsertSQL returns an INSERT of n rows for one batch's constants.
+func itemInsertSQL(n int, jobID, userID int64, pipeline string, now int64) string {
 	var b strings.Builder
-	b.WriteString(`INSERT INTO job_items (job_id, user_id, pipeline, seq, input_json, normalized_json, status, last_error, run_at, updated_at) VALUES `)
+	b.Grow(160 + n*60)
+	b.WriteString(`INSERT INTO job_items (job_id, user_id, pipeline, run_at, updated_at, seq, input_json, normalized_json, status, last_error) VALUES `)
+	row := fmt.Sprintf("(%d,%d,%s,%d,%d,?,?,?,?,?)", jobID, userID, quoteLiteral(pipeline), now, now)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteByte(',')
 		}
-		b.WriteString("(?,?,?,?,?,?,?,?,?,?)")
+		b.WriteString(row)
 	}
 	return b.String()
 }
 
-var (
-	insertManySQL = itemInsertSQL(rowsPerInsert)
-	insertOneSQL  = itemInsertSQL(1)
-)
-
-const enqueueDoneSQL = `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
-		first_item_id = ?, last_item_id = ?, last_seq = ?,
-		queue_state = CASE WHEN ? = 0 THEN 'DONE' ELSE 'QUEUED' END,
-		finished_at = CASE WHEN ? = 0 THEN ? ELSE NULL END
-	WHERE id = ?`
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 // InsertItems appends a batch of items to an INGESTING job in one
 // transaction, with the job's counters and heartbeat.
@@ -53,7 +46,11 @@ func (s *Store) InsertItems(ctx context.Context, p *engine.InsertItemsParams) er
 		return nil
 	}
 	now := ms(p.Now)
-	return s.tx(ctx, func(tx *sql.Tx) error {
+	// The batch need not be durable on its own: its job stays INGESTING,
+	// invisible to workers, until FinishIngest, whose FULL commit syncs the
+	// WAL with every batch before it. A batch lost to power failure leaves
+	// an INGESTING job that is failed as interrupted, as if killed.
+	return s.lightTx(ctx, func(tx *sql.Tx) error {
 		var userID, lastSeq int64
 		var pipeline, state string
 		err := tx.QueryRowContext(ctx, `SELECT user_id, pipeline, queue_state, last_seq FROM jobs WHERE id = ?`, p.JobID).
@@ -90,19 +87,23 @@ type inserted struct {
 // are appended in input order; export relies on ids rising with seq).
 func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64, pipeline string, lastSeq int64, items []engine.NewItem, now int64) (inserted, error) {
 	res := inserted{lastSeq: lastSeq}
-	consts := []any{}
-	args := append(make([]any, 0, itemInsertConsts+rowsPerInsert*itemInsertColumns), consts...)
-	many := tx.StmtContext(ctx, s.insertMany)
-	flush := func(q string) error {
+	args := make([]any, 0, rowsPerInsert*itemInsertColumns)
+	var many *sql.Stmt
+	if len(items) >= rowsPerInsert {
+		var err error
+		many, err = tx.PrepareContext(ctx, itemInsertSQL(rowsPerInsert, jobID, userID, pipeline, now))
+		if err != nil {
+			return res, fmt.Errorf("insert items of job %d: %w", jobID, err)
+		}
+		defer many.Close()
+	}
+	flush := func(rows int) error {
 		var r sql.Result
 		var err error
-		switch q {
-		case insertManySQL:
+		if rows == rowsPerInsert {
 			r, err = many.ExecContext(ctx, args...)
-		case insertOneSQL:
-			r, err = tx.StmtContext(ctx, s.insertOne).ExecContext(ctx, args...)
-		default:
-			r, err = tx.ExecContext(ctx, q, args...)
+		} else {
+			r, err = tx.ExecContext(ctx, itemInsertSQL(rows, jobID, userID, pipeline, now), args...)
 		}
 		if err != nil {
 			return fmt.Errorf("insert items of job %d: %w", jobID, err)
@@ -113,10 +114,10 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 			return err
 		}
 		if res.firstID == 0 {
-			res.firstID = last - int64((len(args)-itemInsertConsts)/itemInsertColumns) + 1
+			res.firstID = last - int64(rows) + 1
 		}
 		res.lastID = last
-		args = args[:itemInsertConsts]
+		args = args[:0]
 		return nil
 	}
 	for i := range items {
@@ -143,16 +144,16 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 		if it.Input != nil && bytes.Equal(it.Input, it.Normalized) {
 			norm = nil
 		}
-		args = append(args, jobID, userID, pipeline, it.Seq, nullJSON(it.Input), norm, string(st), nullStr(it.LastError), now, now)
-		if len(args) == itemInsertConsts+rowsPerInsert*itemInsertColumns {
-			if err := flush(insertManySQL); err != nil {
+		args = append(args, it.Seq, nullJSON(it.Input), norm, string(st), nullStr(it.LastError))
+		if len(args) == rowsPerInsert*itemInsertColumns {
+			if err := flush(rowsPerInsert); err != nil {
 				return res, err
 			}
 		}
 	}
-	if len(args) > itemInsertConsts {
+	if len(args) > 0 {
 		// The tail of the batch: one statement of its own size.
-		if err := flush(itemInsertSQL((len(args) - itemInsertConsts) / itemInsertColumns)); err != nil {
+		if err := flush(len(args) / itemInsertColumns); err != nil {
 			return res, err
 		}
 	}
@@ -182,3 +183,9 @@ func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*en
 	}
 	return s.writerJob(ctx, id)
 }
+
+const enqueueDoneSQL = `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
+		first_item_id = ?, last_item_id = ?, last_seq = ?,
+		queue_state = CASE WHEN ? = 0 THEN 'DONE' ELSE 'QUEUED' END,
+		finished_at = CASE WHEN ? = 0 THEN ? ELSE NULL END
+	WHERE id = ?`

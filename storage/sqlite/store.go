@@ -88,9 +88,9 @@ type Store struct {
 	closeErr  error
 	// Hot statements, prepared once on the write connection: the large
 	// multi-row ones cost more to parse than to run.
-	insertMany, attemptMany, completeOne, claim *sql.Stmt
-	insertJob, insertOne, enqueueDone, jobByID  *sql.Stmt
-	claimJobs, claimTicket, claimJob            *sql.Stmt
+	attemptMany, completeOne, claim  *sql.Stmt
+	insertJob, enqueueDone, jobByID  *sql.Stmt
+	claimJobs, claimTicket, claimJob *sql.Stmt
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -182,9 +182,9 @@ func (s *Store) prepare(ctx context.Context) error {
 		dst **sql.Stmt
 		q   string
 	}{
-		{&s.insertMany, insertManySQL}, {&s.attemptMany, attemptManySQL},
+		{&s.attemptMany, attemptManySQL},
 		{&s.completeOne, completeItemSQL}, {&s.claim, claimItemsSQL},
-		{&s.insertJob, insertJobSQL}, {&s.insertOne, itemInsertSQL(1)}, {&s.enqueueDone, enqueueDoneSQL},
+		{&s.insertJob, insertJobSQL}, {&s.enqueueDone, enqueueDoneSQL},
 		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimTicket, claimTicketSQL}, {&s.claimJob, claimJobSQL},
 	} {
 		st, err := s.w.PrepareContext(ctx, p.q)
@@ -216,7 +216,7 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	for _, st := range []*sql.Stmt{s.insertMany, s.attemptMany, s.completeOne, s.claim, s.insertJob, s.insertOne, s.enqueueDone, s.jobByID,
+	for _, st := range []*sql.Stmt{s.attemptMany, s.completeOne, s.claim, s.insertJob, s.enqueueDone, s.jobByID,
 		s.claimJobs, s.claimTicket, s.claimJob} {
 		if st != nil {
 			st.Close()
