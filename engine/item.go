@@ -88,15 +88,16 @@ type Item struct {
 	// Normalized has trimmed values and canonical keys; processors read it.
 	Normalized json.RawMessage `json:"normalized,omitempty"`
 	// Result is the item's output in the grid's shape.
-	Result         json.RawMessage `json:"result,omitempty"`
-	Status         ItemStatus      `json:"status"`
-	Attempts       int             `json:"attempts"`
-	RunAt          time.Time       `json:"runAt"`
-	LastError      string          `json:"lastError,omitempty"`
-	LastErrorCode  string          `json:"lastErrorCode,omitempty"`
-	LockedBy       string          `json:"lockedBy,omitempty"`
-	LockedAt       *time.Time      `json:"lockedAt,omitempty"`
-	LeaseExpiresAt *time.Time      `json:"leaseExpiresAt,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Status ItemStatus      `json:"status"`
+	// Attempts counts the attempts at the current stage.
+	Attempts       int        `json:"attempts"`
+	RunAt          time.Time  `json:"runAt"`
+	LastError      string     `json:"lastError,omitempty"`
+	LastErrorCode  string     `json:"lastErrorCode,omitempty"`
+	LockedBy       string     `json:"lockedBy,omitempty"`
+	LockedAt       *time.Time `json:"lockedAt,omitempty"`
+	LeaseExpiresAt *time.Time `json:"leaseExpiresAt,omitempty"`
 	// Strategy is the index of the query variant the next attempt uses.
 	Strategy int `json:"strategy"`
 	// UpdatedAt is the time of the last change; for a PENDING item it is

@@ -70,7 +70,8 @@ func (c *pipelineCache) get(ctx context.Context, name string) *compiledPipeline 
 // process runs one attempt of one item and decides what happens next.
 func (r *Runner) process(ctx context.Context, it *Item) Outcome {
 	startedAt := r.clock.Now()
-	o := Outcome{ItemID: it.ID, JobID: it.JobID, Attempt: it.Attempts, Stage: it.Stage, Strategy: it.Strategy, StartedAt: startedAt}
+	o := Outcome{ItemID: it.ID, JobID: it.JobID, Attempt: it.Attempts, Stage: it.Stage, NextStage: it.Stage,
+		Strategy: it.Strategy, StartedAt: startedAt}
 	cp := r.pipes.get(ctx, it.Pipeline)
 	var result []byte
 	var err error
@@ -99,8 +100,8 @@ func (r *Runner) process(ctx context.Context, it *Item) Outcome {
 	if err == nil {
 		o.Result = result
 		if cp.p != nil && it.Stage+1 < len(cp.procs) {
-			o.Status, o.Stage, o.RunAt, o.Strategy = ItemPending, it.Stage+1, now, 0
-			r.debug(ctx, "item advanced to next stage", it, "stage", o.Stage)
+			o.Status, o.NextStage, o.RunAt, o.Strategy = ItemPending, it.Stage+1, now, 0
+			r.debug(ctx, "item advanced to next stage", it, "stage", o.NextStage)
 		} else {
 			o.Status = ItemDone
 			r.debug(ctx, "item done", it)

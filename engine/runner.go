@@ -65,7 +65,7 @@ type Runner struct {
 	slotCh  chan struct{}
 	pipes   pipelineCache
 	stats   runStats
-	started time.Time
+	started atomic.Int64 // unix ns when Run started
 
 	// mu guards inflight: every claimed item until its outcome is durable.
 	// The producer adds, the completer removes, the renewer reads.
@@ -197,8 +197,8 @@ func (r *Runner) Summary() *RunSummary {
 		s.Busy = time.Duration(l - f)
 		s.ItemsPerSec = float64(s.Completed) / s.Busy.Seconds()
 	}
-	if !r.started.IsZero() {
-		s.Elapsed = time.Since(r.started)
+	if st := r.started.Load(); st != 0 {
+		s.Elapsed = time.Since(time.Unix(0, st))
 	}
 	return s
 }
@@ -207,7 +207,7 @@ func (r *Runner) Summary() *RunSummary {
 // in-flight items finish within ShutdownGrace and writes their outcomes)
 // or, with Drain, until nothing is left to do.
 func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
-	r.started = time.Now()
+	r.started.Store(time.Now().UnixNano())
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	work := make(chan *Item, 2*r.cfg.Claim.Max+1)
@@ -271,13 +271,14 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 	lastChange, _ := r.store.ChangeCounter(ctx)
 	lastAttempt := time.Now()
 	var errBackoff time.Duration
+	claimNow := true
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
 		size := r.claim.Size()
 		n := r.inflightCount()
-		if n <= size {
+		if claimNow && n <= size {
 			lastAttempt = time.Now()
 			items, err := r.claimBatch(ctx, size)
 			if err != nil {
@@ -313,6 +314,7 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 				}
 			}
 		}
+		claimNow = true
 		select {
 		case <-ctx.Done():
 			return nil
@@ -320,10 +322,11 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 		case <-r.slotCh:
 		case <-poll.C:
 			// Another process may have written (data_version moved), or
-			// retries may have come due: look again now and then.
+			// retries may have come due: look again, but claim on a quiet
+			// store no more than once a second.
 			cur, err := r.store.ChangeCounter(ctx)
 			if err == nil && cur == lastChange && time.Since(lastAttempt) < time.Second {
-				continue
+				claimNow = false
 			}
 			lastChange = cur
 		}

@@ -228,10 +228,15 @@ type Outcome struct {
 	// Attempt must equal the item's attempts as claimed (lease guard).
 	Attempt int
 	// Status is the item's new status: DONE, ERROR, NOT_FOUND, SKIPPED, or
-	// PENDING for a retry (at RunAt) or the next stage (Stage).
+	// PENDING for a retry (at RunAt) or the next stage (NextStage).
 	Status ItemStatus
-	Stage  int
-	RunAt  time.Time
+	// Stage is the stage this attempt ran (recorded with the attempt).
+	Stage int
+	// NextStage, for a PENDING outcome, is the stage the item runs next:
+	// Stage for a retry, Stage+1 to advance. Advancing starts the item's
+	// attempt count again (each stage has its own retry budget).
+	NextStage int
+	RunAt     time.Time
 	// Result replaces the item's result when not nil.
 	Result     json.RawMessage
 	ErrorClass ErrorClass

@@ -17,8 +17,13 @@ const claimItemsSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?
 	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
 const (
+	// Only jobs with a due item compete for the claim's shares: jobs whose
+	// pending items are all retries scheduled for later would otherwise
+	// take the slots (by priority) and claim nothing.
 	claimJobsSQL = `SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
-		ORDER BY priority DESC, claim_ticket, id LIMIT ?`
+		AND EXISTS (SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
+			WHERE job_items.job_id = jobs.id AND status = 'PENDING' AND updated_at <= ?1)
+		ORDER BY priority DESC, claim_ticket, id LIMIT ?2`
 	claimTicketSQL = `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`
 	claimJobSQL    = `UPDATE jobs SET pending_items = pending_items - ?, processing_items = processing_items + ?,
 		queue_state = CASE WHEN ? > 0 AND queue_state = 'QUEUED' THEN 'RUNNING' ELSE queue_state END,
@@ -45,7 +50,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	// the fsync, which is most of an idle worker's pickup latency.
 	err := s.lightTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, maxJobs)
+		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, now, maxJobs)
 		if err != nil {
 			return err
 		}

@@ -10,10 +10,14 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-const completeItemSQL = `UPDATE job_items SET status = ?, stage = ?, result_json = COALESCE(?, result_json),
-		last_error = ?, last_error_code = ?, run_at = ?, strategy = ?,
+// completeItemSQL applies one outcome under the lease guard (still
+// PROCESSING, same worker, same stage and attempt). Moving on to another
+// stage starts the attempt count again: each stage has its own budget.
+const completeItemSQL = `UPDATE job_items SET status = ?, stage = ?,
+		attempts = CASE WHEN stage = ? THEN attempts ELSE 0 END,
+		result_json = COALESCE(?, result_json), last_error = ?, last_error_code = ?, run_at = ?, strategy = ?,
 		locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = ?
-	WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ?`
+	WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ? AND stage = ?`
 
 const attemptColumns = 13
 
@@ -60,12 +64,16 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 				return engine.Errorf(engine.EINVALID, "outcome of item %d: status %q cannot end an attempt", o.ItemID, o.Status)
 			}
 			runAt := now
-			if o.Status == engine.ItemPending && !o.RunAt.IsZero() {
-				runAt = ms(o.RunAt)
+			nextStage := o.Stage
+			if o.Status == engine.ItemPending {
+				nextStage = o.NextStage
+				if !o.RunAt.IsZero() {
+					runAt = ms(o.RunAt)
+				}
 			}
 			// A PENDING item's updated_at is its due time (see the schema).
-			r, err := stmt.ExecContext(ctx, string(o.Status), o.Stage, nullJSON(o.Result), nullStr(o.Error),
-				nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt)
+			r, err := stmt.ExecContext(ctx, string(o.Status), nextStage, nextStage, nullJSON(o.Result), nullStr(o.Error),
+				nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
 			if err != nil {
 				return fmt.Errorf("complete item %d: %w", o.ItemID, err)
 			}

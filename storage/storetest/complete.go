@@ -112,7 +112,7 @@ func testCompleteRetry(t *testing.T, e *env) {
 	next := e.outcome(claimed[1], engine.ItemPending)
 	next.ErrorClass, next.Error = "", ""
 	next.RunAt = e.now()
-	next.Stage = 1
+	next.NextStage = 1
 	next.Result = []byte(`{"sku":"A2","stage0":"ok"}`)
 	res := e.complete("w1", retry, next)
 	require.Equal(t, 2, res.Applied)
@@ -142,7 +142,7 @@ func testCompleteRetry(t *testing.T, e *env) {
 	require.Len(t, again, 1)
 	require.Equal(t, claimed[1].ID, again[0].ID)
 	require.Equal(t, 1, again[0].Stage)
-	require.Equal(t, 2, again[0].Attempts)
+	require.Equal(t, 1, again[0].Attempts, "a new stage starts its own attempt count")
 
 	e.advance(29 * time.Second)
 	require.Empty(t, e.claim("w2", 10), "retry not due before its RunAt")
@@ -183,7 +183,7 @@ func testCompleteNilResult(t *testing.T, e *env) {
 	stage0 := e.outcome(it, engine.ItemPending)
 	stage0.ErrorClass, stage0.Error = "", ""
 	stage0.RunAt = e.now()
-	stage0.Stage = 1
+	stage0.NextStage = 1
 	stage0.Result = []byte(`{"sku":"A1","stage0":"ok"}`)
 	e.complete("w1", stage0)
 
