@@ -41,8 +41,7 @@ spreadsheet would run as formulas are neutralised with a leading quote.
 			if err != nil {
 				return usagef("--status: %s", engine.ErrorMessage(err))
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -129,8 +128,7 @@ touched. The job goes back to QUEUED.`,
 				}
 				ids = append(ids, n)
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -177,8 +175,7 @@ func newStateCmd(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -211,8 +208,7 @@ func newDeleteCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}

@@ -70,8 +70,7 @@ With --wait, workers run in this process until these jobs finish.`,
 					return usagef("%s is a directory, not a file", f)
 				}
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -88,7 +87,7 @@ With --wait, workers run in this process until these jobs finish.`,
 				if err != nil && firstErr == nil {
 					firstErr = err
 				}
-				if !asJSON {
+				if !asJSON && o.JobID != 0 {
 					if o.Error != "" {
 						fmt.Fprintf(g.stderr, "%s: job %d FAILED: %s\n", f, o.JobID, o.Error)
 					} else {

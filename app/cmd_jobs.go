@@ -37,8 +37,7 @@ func newJobsCmd(g *globals) *cobra.Command {
 			if limit <= 0 {
 				return usagef("--limit: must be ≥ 1")
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -79,8 +78,7 @@ func newJobCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -180,8 +178,7 @@ page at a time. The listing prints the cursor of the next page; pass it with
 			if limit <= 0 || limit > 10000 {
 				return usagef("--limit: must be between 1 and 10000")
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -245,8 +242,7 @@ func newItemCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}

@@ -46,8 +46,7 @@ Applying bumps the pipeline's version; running workers pick it up within seconds
 			if err := dec.Decode(&p); err != nil {
 				return engine.Errorf(engine.EINVALID, "%s: %v", args[0], err)
 			}
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -68,8 +67,7 @@ Applying bumps the pipeline's version; running workers pick it up within seconds
 		Short: "Print a pipeline as JSON",
 		Args:  exactArgs(1, "one pipeline NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}
@@ -92,8 +90,7 @@ func newPipelinesCmd(g *globals) *cobra.Command {
 		Short: "List pipelines",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			env, err := g.open(ctx)
+			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err
 			}

@@ -144,6 +144,13 @@ func (g *globals) open(ctx context.Context) (*Env, error) {
 	return &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: engine.NewRegistry(), Tuning: tuning}, nil
 }
 
+// env opens the data directory for one command; the caller closes it.
+func (g *globals) env(cmd interface{ Context() context.Context }) (context.Context, *Env, error) {
+	ctx := cmd.Context()
+	env, err := g.open(ctx)
+	return ctx, env, err
+}
+
 // Close closes the store.
 func (e *Env) Close() error { return e.Store.Close() }
 

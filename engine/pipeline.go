@@ -92,7 +92,7 @@ func (r RetryPolicy) validate(field string) error {
 			}
 		}
 	}
-	if r.Jitter < 0 || r.Jitter > 1 {
+	if r.Jitter != nil && (*r.Jitter < 0 || *r.Jitter > 1) {
 		return Errorf(EINVALID, "%s.jitter: must be between 0 and 1", field)
 	}
 	return nil

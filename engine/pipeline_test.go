@@ -69,13 +69,13 @@ func TestPipelineValidateNamesTheField(t *testing.T) {
 		{"negative delay", func(p *engine.Pipeline) {
 			p.Retry.RateLimited.Delays = []engine.Duration{engine.Duration(time.Second), engine.Duration(-time.Second)}
 		}, "retry.rateLimited.delays[1]:", nil},
-		{"jitter above 1", func(p *engine.Pipeline) { p.Retry.Jitter = 1.5 }, "retry.jitter:", nil},
-		{"negative jitter", func(p *engine.Pipeline) { p.Retry.Jitter = -0.1 }, "retry.jitter:", nil},
+		{"jitter above 1", func(p *engine.Pipeline) { p.Retry.Jitter = new(1.5) }, "retry.jitter:", nil},
+		{"negative jitter", func(p *engine.Pipeline) { p.Retry.Jitter = new(-0.1) }, "retry.jitter:", nil},
 		{"stage retry", func(p *engine.Pipeline) {
 			p.Stages[0].Retry = &engine.RetryPolicy{Transient: engine.ClassPolicy{MaxAttempts: neg}}
 		}, "stages[0].retry.transient.maxAttempts:", nil},
 		{"stage jitter", func(p *engine.Pipeline) {
-			p.Stages = append(p.Stages, engine.Stage{Processor: "noop", Retry: &engine.RetryPolicy{Jitter: 2}})
+			p.Stages = append(p.Stages, engine.Stage{Processor: "noop", Retry: &engine.RetryPolicy{Jitter: new(2.0)}})
 		}, "stages[1].retry.jitter:", nil},
 	}
 	for _, tc := range cases {
@@ -97,9 +97,9 @@ func TestPipelineValidateAcceptsGoodPipelines(t *testing.T) {
 		Name: "two",
 		Stages: []engine.Stage{
 			{Processor: "noop", Config: json.RawMessage(`{"delayMs":1.5,"failEvery":3,"notFoundEvery":0}`)},
-			{Processor: "noop", Config: json.RawMessage(`null`), Retry: &engine.RetryPolicy{Jitter: 1}},
+			{Processor: "noop", Config: json.RawMessage(`null`), Retry: &engine.RetryPolicy{Jitter: new(1.0)}},
 		},
-		Retry: engine.RetryPolicy{Transient: engine.ClassPolicy{MaxAttempts: 0}, Jitter: 0},
+		Retry: engine.RetryPolicy{Transient: engine.ClassPolicy{MaxAttempts: 0}, Jitter: new(0.0)},
 	}
 	require.NoError(t, p.Validate(reg))
 }
@@ -132,13 +132,13 @@ func TestPipelineRetryForPrefersStagePolicy(t *testing.T) {
 	p := &engine.Pipeline{
 		Name:   "p",
 		Stages: []engine.Stage{{Processor: "noop"}, {Processor: "noop", Retry: &stage}},
-		Retry:  engine.RetryPolicy{Transient: engine.ClassPolicy{MaxAttempts: 3}, Jitter: 0.1},
+		Retry:  engine.RetryPolicy{Transient: engine.ClassPolicy{MaxAttempts: 3}, Jitter: new(0.1)},
 	}
 	require.Equal(t, 3, p.RetryFor(0).Transient.MaxAttempts)
-	require.Equal(t, 0.1, p.RetryFor(0).Jitter)
+	require.Equal(t, 0.1, *p.RetryFor(0).Jitter)
 	got := p.RetryFor(1)
 	require.Equal(t, 9, got.Transient.MaxAttempts)
-	require.Equal(t, 0.2, got.Jitter, "a stage policy is completed from the defaults, not from the pipeline")
+	require.Equal(t, 0.2, *got.Jitter, "a stage policy is completed from the defaults, not from the pipeline")
 	require.Equal(t, engine.DefaultRetryPolicy().Transient.Delays, got.Transient.Delays)
 	// Out of range: the pipeline's policy.
 	require.Equal(t, 3, p.RetryFor(7).Transient.MaxAttempts)

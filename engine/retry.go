@@ -25,8 +25,9 @@ type RetryPolicy struct {
 	// NotFound: MaxAttempts 0 means "one attempt per query variant" (so a
 	// processor with no variants makes NOT_FOUND final at once).
 	NotFound ClassPolicy `json:"notFound,omitzero"`
-	// Jitter is the fraction (0..1) by which delays are spread; default 0.2.
-	Jitter float64 `json:"jitter,omitempty"`
+	// Jitter is the fraction (0..1) by which delays are spread; nil means
+	// the default 0.2, and an explicit 0 means none.
+	Jitter *float64 `json:"jitter,omitempty"`
 }
 
 // DefaultRetryPolicy returns the defaults: transient up to 5 attempts about
@@ -40,7 +41,7 @@ func DefaultRetryPolicy() RetryPolicy {
 			Duration(2 * time.Second), Duration(10 * time.Second), Duration(30 * time.Second),
 			Duration(time.Minute), Duration(5 * time.Minute)}},
 		NotFound: ClassPolicy{Delays: []Duration{Duration(30 * time.Second), Duration(5 * time.Minute)}},
-		Jitter:   0.2,
+		Jitter:   new(0.2),
 	}
 }
 
@@ -58,7 +59,7 @@ func (p RetryPolicy) WithDefaults() RetryPolicy {
 	fill(&p.Transient, d.Transient)
 	fill(&p.RateLimited, d.RateLimited)
 	fill(&p.NotFound, d.NotFound)
-	if p.Jitter == 0 {
+	if p.Jitter == nil {
 		p.Jitter = d.Jitter
 	}
 	return p
@@ -126,8 +127,8 @@ func (p RetryPolicy) delay(c ClassPolicy, n int, rnd *rand.Rand) time.Duration {
 		i = 0
 	}
 	base := float64(c.Delays[i])
-	if rnd != nil && p.Jitter > 0 {
-		base *= 1 + p.Jitter*(2*rnd.Float64()-1)
+	if rnd != nil && p.Jitter != nil && *p.Jitter > 0 {
+		base *= 1 + *p.Jitter*(2*rnd.Float64()-1)
 	}
 	return time.Duration(base)
 }

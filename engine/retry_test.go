@@ -182,27 +182,37 @@ func TestRetryPolicyWithDefaultsFillsOnlyZeroFields(t *testing.T) {
 	require.Equal(t, 5, def.Transient.MaxAttempts)
 	require.Equal(t, 20, def.RateLimited.MaxAttempts)
 	require.Zero(t, def.NotFound.MaxAttempts, "not-found: one attempt per variant")
-	require.Equal(t, 0.2, def.Jitter)
+	require.Equal(t, 0.2, *def.Jitter)
 
 	mine := []engine.Duration{engine.Duration(time.Millisecond)}
 	p := engine.RetryPolicy{
 		Transient: engine.ClassPolicy{MaxAttempts: 2},
 		NotFound:  engine.ClassPolicy{Delays: mine},
-		Jitter:    0.5,
+		Jitter:    new(0.5),
 	}.WithDefaults()
 	require.Equal(t, 2, p.Transient.MaxAttempts)
 	require.Equal(t, def.Transient.Delays, p.Transient.Delays)
 	require.Equal(t, def.RateLimited, p.RateLimited)
 	require.Equal(t, mine, p.NotFound.Delays)
 	require.Zero(t, p.NotFound.MaxAttempts)
-	require.Equal(t, 0.5, p.Jitter)
+	require.Equal(t, 0.5, *p.Jitter)
 }
 
 func TestDecideUsesConfiguredDelaysAndJitter(t *testing.T) {
 	t.Parallel()
 	p := engine.RetryPolicy{Transient: engine.ClassPolicy{MaxAttempts: 3,
-		Delays: []engine.Duration{engine.Duration(100 * time.Millisecond)}}, Jitter: 0.01}
+		Delays: []engine.Duration{engine.Duration(100 * time.Millisecond)}}, Jitter: new(0.01)}
 	d := p.Decide(errors.New("x"), 1, 0, 0, retryNow, fixedRand())
 	requireDelay(t, d, 100*time.Millisecond, 0.01)
 	require.Equal(t, engine.ItemError, p.Decide(errors.New("x"), 3, 0, 0, retryNow, fixedRand()).Status)
+}
+
+// TestDecideZeroJitterIsExact: an explicit jitter of 0 switches it off.
+func TestDecideZeroJitterIsExact(t *testing.T) {
+	t.Parallel()
+	p := engine.RetryPolicy{Jitter: new(0.0)}
+	now := time.Unix(1000, 0)
+	d := p.Decide(errors.New("boom"), 1, 0, 0, now, rand.New(rand.NewPCG(1, 2)))
+	require.True(t, d.Retry)
+	require.Equal(t, now.Add(time.Second), d.RunAt)
 }

@@ -272,6 +272,7 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 	lastAttempt := time.Now()
 	var errBackoff time.Duration
 	claimNow := true
+	var nextDue *time.Time
 	for {
 		if ctx.Err() != nil {
 			return nil
@@ -301,17 +302,35 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 				}
 				continue
 			}
-			if r.cfg.Drain && n == 0 {
+			if n == 0 {
+				// Nothing due: find out when something will be, so that a
+				// retry due soon is not left to the once-a-second look.
 				q, err := r.store.QueueSummary(ctx, r.clock.Now())
 				if err != nil {
-					return fmt.Errorf("drain: %w", err)
+					if r.cfg.Drain {
+						return fmt.Errorf("drain: %w", err)
+					}
+				} else {
+					if r.cfg.Drain && q.Idle() {
+						return nil
+					}
+					if q.Due > 0 {
+						continue
+					}
+					nextDue = nil
+					if q.NextRunAt != nil {
+						t := *q.NextRunAt
+						nextDue = &t
+					}
 				}
-				if q.Idle() {
-					return nil
-				}
-				if q.Due > 0 {
-					continue
-				}
+			}
+		}
+		var dueC <-chan time.Time
+		var dueTimer *time.Timer
+		if nextDue != nil {
+			if wait := max(nextDue.Sub(r.clock.Now()), time.Millisecond); wait < time.Second {
+				dueTimer = time.NewTimer(wait)
+				dueC = dueTimer.C
 			}
 		}
 		claimNow = true
@@ -320,6 +339,8 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 			return nil
 		case <-wake:
 		case <-r.slotCh:
+		case <-dueC:
+			nextDue = nil
 		case <-poll.C:
 			// Another process may have written (data_version moved), or
 			// retries may have come due: look again, but claim on a quiet
@@ -329,6 +350,9 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 				claimNow = false
 			}
 			lastChange = cur
+		}
+		if dueTimer != nil {
+			dueTimer.Stop()
 		}
 	}
 }

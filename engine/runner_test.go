@@ -193,29 +193,3 @@ func TestRunnerPermanentFailures(t *testing.T) {
 		require.Nil(t, it.Result)
 	}
 }
-
-func TestRunnerMultiStagePipeline(t *testing.T) {
-	t.Parallel()
-	s := newStore(t)
-	putPipeline(t, s, &engine.Pipeline{Name: "two", Stages: []engine.Stage{
-		{Name: "first", Processor: "noop"}, {Name: "second", Processor: "noop"}}})
-	job := enqueue(t, newIngester(t, s, nil), "two", 30)
-	sum := drain(t, s, engine.RunnerConfig{})
-	require.Equal(t, int64(60), sum.Claimed)
-
-	got := getJob(t, s, job.ID)
-	require.Equal(t, engine.JobDone, got.State)
-	require.Equal(t, engine.ItemCounts{Done: 30}, got.Counts)
-	for _, it := range scanItems(t, s, job.ID) {
-		require.Equal(t, engine.ItemDone, it.Status)
-		require.Equal(t, 1, it.Stage, "the item ends at the last stage")
-		require.JSONEq(t, string(it.Normalized), string(it.Result))
-		require.Equal(t, 2, it.Attempts)
-		a := attempts(t, s, it.ID)
-		require.Len(t, a, 2)
-		// a[0].Stage: see TestBUGAttemptRecordsTheStageItRan.
-		require.Equal(t, engine.ItemPending, a[0].Outcome, "stage 0 hands the item on")
-		require.Equal(t, 1, a[1].Stage)
-		require.Equal(t, engine.ItemDone, a[1].Outcome)
-	}
-}

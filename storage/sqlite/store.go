@@ -310,7 +310,15 @@ func nullJSON(b []byte) any {
 
 // tx runs fn in one write transaction (BEGIN IMMEDIATE).
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.w.BeginTx(ctx, nil)
+	return runTx(ctx, s.w, fn)
+}
+
+// runTx begins a transaction on db (a pool or one connection), runs fn and
+// commits, or rolls back when fn fails.
+func runTx(ctx context.Context, db interface {
+	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
+}, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -347,18 +355,7 @@ func (s *Store) lightTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	tx, err := c.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+	return runTx(ctx, c, fn)
 }
 
 func notFound(what string, id any) error {

@@ -59,7 +59,7 @@ func lookupPipeline() *engine.Pipeline {
 				Config:    json.RawMessage(`{"url":"https://example.test/items/{{.sku}}","timeout":"5s","headers":{"Accept":"application/json"}}`),
 				Retry: &engine.RetryPolicy{
 					Transient: engine.ClassPolicy{MaxAttempts: 3, Delays: []engine.Duration{engine.Duration(time.Second), engine.Duration(10 * time.Second)}},
-					Jitter:    0.1,
+					Jitter:    new(0.1),
 				},
 			},
 			{Processor: "noop"},
