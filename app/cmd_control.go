@@ -137,6 +137,7 @@ touched. The job goes back to QUEUED.`,
 			if err != nil {
 				return err
 			}
+			env.Log.Debug("items reprocessed", "job_id", id, "items", n, "statuses", statuses, "reset_attempts", reset)
 			if asJSON {
 				return writeJSONCompact(g.stdout, map[string]any{"jobId": id, "reprocessed": n})
 			}
@@ -184,6 +185,7 @@ func newStateCmd(g *globals, verb string) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			env.Log.Debug("job state changed", "job_id", j.ID, "state", j.State, "by", verb)
 			if ch.to == engine.JobQueued {
 				env.Notifier.Notify()
 			}
@@ -226,6 +228,7 @@ func newDeleteCmd(g *globals) *cobra.Command {
 					env.Log.Warn("could not remove stored file", "path", p, "err", err)
 				}
 			}
+			env.Log.Debug("job deleted", "job_id", id)
 			fmt.Fprintf(g.stdout, "job %d deleted\n", id)
 			return nil
 		},
