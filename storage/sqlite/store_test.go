@@ -93,6 +93,8 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			[]any{1, "PENDING", 0, 0, 100}, "job_items_job_status_updated"},
 		"keyset global": {`SELECT id FROM job_items INDEXED BY job_items_status_user_updated WHERE status = ? AND user_id = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
 			[]any{"PENDING", 1, 0, 0, 100}, "job_items_status_user_updated"},
+		"delete attempts": {`DELETE FROM item_attempts WHERE item_id BETWEEN ? AND ? AND job_id = ?`,
+			[]any{1, 100, 1}, "item_attempts_item"},
 		"export": {`SELECT id FROM job_items NOT INDEXED WHERE id > ? AND id <= ? AND job_id = ? ORDER BY id LIMIT ?`,
 			[]any{0, 100, 1, 100}, "INTEGER PRIMARY KEY (rowid>? AND rowid<?)"},
 	}
