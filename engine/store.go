@@ -45,17 +45,19 @@ type Store interface {
 	// FinishIngest moves an INGESTING job to QUEUED with its final total.
 	FinishIngest(ctx context.Context, p *FinishIngestParams) (*Job, error)
 	// FailJob moves a job to FAILED with a reason (its input could not be
-	// read). Items already stored stay, unclaimable.
+	// read) and removes the rows it had stored: a failed ingest keeps no
+	// partial job that could later run or look complete.
 	FailJob(ctx context.Context, p *FailJobParams) (*Job, error)
 	// FailStaleIngests fails INGESTING jobs whose heartbeat is older than
-	// p.Before (their ingest process died) and returns them.
+	// p.Before (their ingest process died), as FailJob does, and returns them.
 	FailStaleIngests(ctx context.Context, p *FailStaleIngestsParams) ([]*Job, error)
 	// GetJob returns a job or ErrNotFound.
 	GetJob(ctx context.Context, id int64) (*Job, error)
 	// ListJobs returns jobs newest first, keyset-paginated by id.
 	ListJobs(ctx context.Context, p *ListJobsParams) ([]*Job, error)
 	// SetJobState performs a person's transition (pause, resume, cancel):
-	// it succeeds only from one of p.From, else ECONFLICT.
+	// it succeeds only from one of p.From, else ECONFLICT. A job resumed
+	// (To QUEUED) with no PENDING or PROCESSING item left becomes DONE.
 	SetJobState(ctx context.Context, p *SetJobStateParams) (*Job, error)
 	// DeleteJob removes a job with its items and attempts and returns the
 	// removed job's stored file, if any, for the caller to delete.
@@ -93,6 +95,8 @@ type Store interface {
 	ScanItems(ctx context.Context, p *ScanItemsParams, fn func(*Item) error) error
 	// ReprocessItems puts terminal items back to PENDING (due now, locks
 	// cleared) and the job back to QUEUED; it returns how many it moved.
+	// Jobs still INGESTING or FAILED (their input was never fully read)
+	// cannot be reprocessed: ECONFLICT.
 	ReprocessItems(ctx context.Context, p *ReprocessParams) (int64, error)
 	// ListAttempts returns the attempts of an item, oldest first.
 	ListAttempts(ctx context.Context, itemID int64) ([]*Attempt, error)

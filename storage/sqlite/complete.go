@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -134,6 +135,9 @@ func applyDeltas(ctx context.Context, tx *sql.Tx, deltas map[int64]*jobDelta, no
 				skipped_items = skipped_items + ?, updated_at = ?
 			WHERE id = ? RETURNING pending_items, processing_items, queue_state`,
 			c.Pending, c.Processing, c.Done, c.Error, c.NotFound, c.Skipped, now, id).Scan(&pending, &processing, &state)
+		if errors.Is(err, sql.ErrNoRows) {
+			continue // the job was deleted meanwhile; its rows went with it
+		}
 		if err != nil {
 			return nil, fmt.Errorf("update counters of job %d: %w", id, err)
 		}

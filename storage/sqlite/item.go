@@ -272,8 +272,11 @@ func (s *Store) ReprocessItems(ctx context.Context, p *engine.ReprocessParams) (
 		if err != nil {
 			return err
 		}
-		if state == string(engine.JobIngesting) {
+		switch state {
+		case string(engine.JobIngesting):
 			return engine.Errorf(engine.ECONFLICT, "cannot reprocess job %d: it is still INGESTING", p.JobID)
+		case string(engine.JobFailed):
+			return engine.Errorf(engine.ECONFLICT, "cannot reprocess job %d: its input was never fully read (FAILED); ingest the file again", p.JobID)
 		}
 		reset := 0
 		if p.ResetAttempts {

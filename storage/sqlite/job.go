@@ -129,7 +129,7 @@ func expectOne(ctx context.Context, tx *sql.Tx, res sql.Result, jobID int64, wha
 	return engine.Errorf(engine.ECONFLICT, "cannot %s job %d: it is %s", what, jobID, state)
 }
 
-// FailJob moves a job to FAILED with a reason.
+// FailJob moves a job to FAILED with a reason and removes its rows.
 func (s *Store) FailJob(ctx context.Context, p *engine.FailJobParams) (*engine.Job, error) {
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = 'FAILED', last_error = ?, finished_at = ?, updated_at = ?
@@ -137,7 +137,10 @@ func (s *Store) FailJob(ctx context.Context, p *engine.FailJobParams) (*engine.J
 		if err != nil {
 			return err
 		}
-		return expectOne(ctx, tx, res, p.JobID, "fail")
+		if err := expectOne(ctx, tx, res, p.JobID, "fail"); err != nil {
+			return err
+		}
+		return dropRows(ctx, tx, p.JobID)
 	})
 	if err != nil {
 		return nil, err
@@ -145,26 +148,59 @@ func (s *Store) FailJob(ctx context.Context, p *engine.FailJobParams) (*engine.J
 	return s.writerJob(ctx, p.JobID)
 }
 
+// dropRows removes a failed job's items and attempts and zeroes its
+// counters, in the caller's transaction.
+func dropRows(ctx context.Context, tx *sql.Tx, jobID int64) error {
+	var first, last sql.NullInt64
+	if err := tx.QueryRowContext(ctx, `SELECT first_item_id, last_item_id FROM jobs WHERE id = ?`, jobID).Scan(&first, &last); err != nil {
+		return err
+	}
+	if first.Valid {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM item_attempts WHERE item_id BETWEEN ? AND ? AND job_id = ?`,
+			first.Int64, last.Int64, jobID); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM job_items WHERE id BETWEEN ? AND ? AND job_id = ?`,
+			first.Int64, last.Int64, jobID); err != nil {
+			return err
+		}
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE jobs SET pending_items = 0, processing_items = 0, done_items = 0, error_items = 0,
+			not_found_items = 0, skipped_items = 0, total_items = 0, first_item_id = NULL, last_item_id = NULL
+		WHERE id = ?`, jobID)
+	return err
+}
+
 // FailStaleIngests fails INGESTING jobs whose ingest stopped sending
-// heartbeats.
+// heartbeats, removing their partial rows.
 func (s *Store) FailStaleIngests(ctx context.Context, p *engine.FailStaleIngestsParams) ([]*engine.Job, error) {
 	var ids []int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		ids = ids[:0]
 		rows, err := tx.QueryContext(ctx, `UPDATE jobs SET queue_state = 'FAILED', last_error = ?, finished_at = ?, updated_at = ?
 			WHERE queue_state = 'INGESTING' AND COALESCE(last_heartbeat, created_at) < ? RETURNING id`,
 			p.Reason, ms(p.Now), ms(p.Now), ms(p.Before))
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
 		for rows.Next() {
 			var id int64
 			if err := rows.Scan(&id); err != nil {
+				rows.Close()
 				return err
 			}
 			ids = append(ids, id)
 		}
-		return rows.Err()
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := dropRows(ctx, tx, id); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fail stale ingests: %w", err)
@@ -226,10 +262,18 @@ func (s *Store) ListJobs(ctx context.Context, p *engine.ListJobsParams) ([]*engi
 
 // SetJobState performs a guarded state change.
 func (s *Store) SetJobState(ctx context.Context, p *engine.SetJobStateParams) (*engine.Job, error) {
+	state := "?"
 	args := []any{string(p.To), ms(p.Now)}
 	finished := "finished_at"
-	if p.To.Terminal() {
+	switch {
+	case p.To.Terminal():
 		finished = "?"
+		args = append(args, ms(p.Now))
+	case p.To == engine.JobQueued:
+		// Resuming a job whose last items finished while it was paused:
+		// nothing would ever finish it, so it is DONE now.
+		state = `CASE WHEN pending_items = 0 AND processing_items = 0 THEN 'DONE' ELSE ? END`
+		finished = "CASE WHEN pending_items = 0 AND processing_items = 0 THEN ? ELSE finished_at END"
 		args = append(args, ms(p.Now))
 	}
 	args = append(args, p.JobID)
@@ -237,7 +281,7 @@ func (s *Store) SetJobState(ctx context.Context, p *engine.SetJobStateParams) (*
 		args = append(args, string(st))
 	}
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = ?, updated_at = ?, finished_at = `+finished+`
+		res, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = `+state+`, updated_at = ?, finished_at = `+finished+`
 			WHERE id = ? AND queue_state IN (`+placeholders(len(p.From))+`)`, args...)
 		if err != nil {
 			return err

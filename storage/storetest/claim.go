@@ -177,7 +177,9 @@ func testClaimOnlyRunnableJobs(t *testing.T, e *env) {
 		require.Equal(t, runnable.ID, it.JobID)
 	}
 	require.Empty(t, e.claim("w1", 100))
-	for _, j := range []*engine.Job{ingesting, failed, paused, canceled, done} {
+	e.requireCounts(failed.ID, engine.ItemCounts{})
+	require.Empty(t, e.items(failed.ID), "a failed job keeps no rows")
+	for _, j := range []*engine.Job{ingesting, paused, canceled, done} {
 		e.requireCounts(j.ID, engine.ItemCounts{Pending: 3})
 		for _, it := range e.items(j.ID) {
 			require.Equal(t, engine.ItemPending, it.Status)

@@ -12,6 +12,37 @@ import (
 var deleteTests = []subtest{
 	{"WithoutFile", testDeleteJobWithoutFile},
 	{"WithFile", testDeleteJobWithFile},
+	{"IDsNeverReused", testDeleteIDsNeverReused},
+}
+
+// testDeleteIDsNeverReused: after the newest job is deleted, a new job and
+// its items get new ids, so an outcome computed for a deleted item can never
+// be applied to a new one.
+func testDeleteIDsNeverReused(t *testing.T, e *env) {
+	j := e.queuedJob(3)
+	claimed := e.claimAll("w1")
+	require.Len(t, claimed, 3)
+	_, err := e.s.DeleteJob(e.ctx, j.ID)
+	require.NoError(t, err)
+
+	j2 := e.queuedJob(3)
+	require.Greater(t, j2.ID, j.ID, "job ids are not reused")
+	for _, it := range e.items(j2.ID) {
+		for _, old := range claimed {
+			require.NotEqual(t, old.ID, it.ID, "item ids are not reused")
+		}
+	}
+	again := e.claimAll("w1")
+	require.Len(t, again, 3)
+	outs := make([]engine.Outcome, 0, len(claimed))
+	for _, it := range claimed {
+		outs = append(outs, e.outcome(it, engine.ItemDone))
+	}
+	res, err := e.s.CompleteItems(e.ctx, &engine.CompleteItemsParams{WorkerID: "w1", Outcomes: outs, Now: e.now()})
+	require.NoError(t, err)
+	require.Zero(t, res.Applied, "outcomes of deleted items are stale")
+	require.Len(t, res.Stale, 3)
+	e.requireCounts(j2.ID, engine.ItemCounts{Processing: 3})
 }
 
 // testDeleteJobWithoutFile: the job, its items and attempts go; other jobs

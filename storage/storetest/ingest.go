@@ -154,8 +154,13 @@ func testFailJob(t *testing.T, e *env) {
 	require.Equal(t, engine.JobFailed, got.State)
 	require.Equal(t, "row 4: invalid UTF-8", got.LastError)
 	requireTimePtr(t, e.now(), got.FinishedAt, "FinishedAt")
-	require.Len(t, e.items(j.ID), 3, "items stay")
-	require.Empty(t, e.claim("w1", 10), "items of a FAILED job are not claimable")
+	require.Empty(t, e.items(j.ID), "a failed ingest keeps no partial rows")
+	require.Equal(t, engine.ItemCounts{}, got.Counts, "counters follow the rows")
+	require.Empty(t, e.claim("w1", 10), "nothing of a FAILED job is claimable")
+	n, err := e.s.ReprocessItems(e.ctx, &engine.ReprocessParams{JobID: j.ID, Statuses: []engine.ItemStatus{engine.ItemSkipped}, Now: e.now()})
+	require.Error(t, err, "a failed ingest cannot be reprocessed into a job that looks complete")
+	require.Equal(t, engine.ECONFLICT, engine.ErrorCode(err))
+	require.Zero(t, n)
 }
 
 // testFailStaleIngests: INGESTING jobs whose heartbeat (or creation when
@@ -187,7 +192,8 @@ func testFailStaleIngests(t *testing.T, e *env) {
 	require.Equal(t, engine.JobIngesting, e.job(fresh.ID).State)
 	require.Equal(t, engine.JobIngesting, e.job(freshNew.ID).State)
 	require.Equal(t, engine.JobQueued, e.job(queued.ID).State)
-	e.requireCounts(staleBeat.ID, engine.ItemCounts{Pending: 2})
+	e.requireCounts(staleBeat.ID, engine.ItemCounts{})
+	require.Empty(t, e.items(staleBeat.ID), "an interrupted ingest keeps no partial rows")
 
 	again, err := e.s.FailStaleIngests(e.ctx, &engine.FailStaleIngestsParams{Before: before, Reason: "ingest stopped", Now: e.now()})
 	require.NoError(t, err)

@@ -19,6 +19,24 @@ var jobTests = []subtest{
 	{"SetJobState", testSetJobState},
 	{"SetJobStateConflict", testSetJobStateConflict},
 	{"Cancel", testCancelJob},
+	{"ResumeFinishedWhilePaused", testResumeFinishedWhilePaused},
+}
+
+// testResumeFinishedWhilePaused: a job whose last items finished while it
+// was paused becomes DONE when resumed (nothing else would ever finish it).
+func testResumeFinishedWhilePaused(t *testing.T, e *env) {
+	j := e.queuedJob(2)
+	claimed := e.claimAll("w1")
+	require.Len(t, claimed, 2)
+	_, err := e.s.SetJobState(e.ctx, &engine.SetJobStateParams{JobID: j.ID, From: []engine.JobState{engine.JobRunning}, To: engine.JobPaused, Now: e.now()})
+	require.NoError(t, err)
+	e.completeAll("w1", claimed, engine.ItemDone)
+	require.Equal(t, engine.JobPaused, e.job(j.ID).State, "a paused job stays paused")
+	e.advance(time.Second)
+	got, err := e.s.SetJobState(e.ctx, &engine.SetJobStateParams{JobID: j.ID, From: []engine.JobState{engine.JobPaused}, To: engine.JobQueued, Now: e.now()})
+	require.NoError(t, err)
+	require.Equal(t, engine.JobDone, got.State)
+	requireTimePtr(t, e.now(), got.FinishedAt, "FinishedAt")
 }
 
 // testCreateJob: a new job is INGESTING, empty, stamped with Now, and reads

@@ -45,8 +45,11 @@ VALUES ('noop', 1,
         '{"name":"noop","version":1,"description":"built-in: result = the normalised input","stages":[{"processor":"noop"}]}',
         CAST(unixepoch('subsec') * 1000 AS INTEGER));
 
+-- AUTOINCREMENT on jobs and job_items: an id is never used twice, so an
+-- outcome computed for a deleted item can never land on a new one, and
+-- "job N" always means the same job.
 CREATE TABLE jobs (
-    id               INTEGER PRIMARY KEY,
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
     user_id          INTEGER NOT NULL REFERENCES users (id),
     pipeline         TEXT    NOT NULL,
     name             TEXT    NOT NULL DEFAULT '',
@@ -85,7 +88,7 @@ CREATE INDEX jobs_user_created ON jobs (user_id, created_at);
 CREATE INDEX jobs_runnable ON jobs (queue_state, priority, claim_ticket);
 
 CREATE TABLE job_items (
-    id               INTEGER PRIMARY KEY,
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
     -- No REFERENCES on the two item tables: a foreign-key probe per row is
     -- measurable at a million rows, and the store itself guarantees the
     -- parent (items are inserted in the transaction that checks the job;
