@@ -45,9 +45,8 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	}
 	var ue *usageError
-	if errors.As(err, &ue) {
-		fmt.Fprintf(stderr, "sluice: %s\n", oneLine(err.Error()))
-		fmt.Fprintln(stderr, "Run 'sluice --help' for usage.")
+	if errors.As(err, &ue) || strings.HasPrefix(err.Error(), "unknown command") {
+		fmt.Fprintf(stderr, "sluice: %s (see 'sluice --help')\n", oneLine(err.Error()))
 		return ExitUsage
 	}
 	msg := err.Error()
@@ -67,8 +66,11 @@ type globals struct {
 	logLevel  string
 	sync      string
 	profile   string
-	stdout    io.Writer
-	stderr    io.Writer
+	// defaultLevel is the log level when none is given: a command that
+	// runs for long (worker) sets info, the others stay quiet.
+	defaultLevel string
+	stdout       io.Writer
+	stderr       io.Writer
 }
 
 func newRoot(stdout, stderr io.Writer) *cobra.Command {
@@ -106,7 +108,7 @@ Environment:
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.data, "data", envOr("SLUICE_DATA", defaultDataDir()), "data directory (env SLUICE_DATA)")
 	pf.StringVar(&g.logFormat, "log-format", envOr("SLUICE_LOG_FORMAT", "text"), "log format: text or json (env SLUICE_LOG_FORMAT)")
-	pf.StringVar(&g.logLevel, "log-level", envOr("SLUICE_LOG_LEVEL", "info"), "log level: debug, info, warn, error (env SLUICE_LOG_LEVEL)")
+	pf.StringVar(&g.logLevel, "log-level", envOr("SLUICE_LOG_LEVEL", ""), "log level: debug, info, warn, error (env SLUICE_LOG_LEVEL; default info for worker, warn otherwise)")
 	pf.StringVar(&g.sync, "sqlite-sync", envOr("SLUICE_SQLITE_SYNC", "FULL"), "SQLite synchronous: FULL or NORMAL (env SLUICE_SQLITE_SYNC)")
 
 	pf.StringVar(&g.profile, "cpuprofile", "", "write a CPU profile of this command to a file")
@@ -141,7 +143,14 @@ Environment:
 
 func newLogger(g *globals) (*slog.Logger, error) {
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+	name := g.logLevel
+	if name == "" {
+		name = g.defaultLevel
+	}
+	if name == "" {
+		name = "warn"
+	}
+	if err := level.UnmarshalText([]byte(name)); err != nil {
 		return nil, usagef("--log-level: %q is not one of debug, info, warn, error", g.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}

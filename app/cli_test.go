@@ -192,14 +192,21 @@ func TestCLIExitCodes(t *testing.T) {
 		{[]string{"job", "99"}, 1, "job 99 not found"},
 		{[]string{"export", "1", "--format", "pdf", "-o", "-"}, 2, "not supported"},
 		{[]string{"ingest", c.file("x.csv", "a\n1\n"), "--pipeline", "missing"}, 1, `pipeline "missing" does not exist`},
+		{[]string{"bogus"}, 2, `unknown command "bogus"`},
+		{[]string{"--sqlite-sync", "OFF", "jobs"}, 2, "not FULL or NORMAL"},
+		{[]string{"ingest", c.file("y.csv", "a\n1\n"), "--encoding", "klingon"}, 2, "unknown encoding"},
+		{[]string{"export", "1", "-o", t.TempDir()}, 2, "is a directory"},
 	}
 	for _, tc := range cases {
 		code, _, errs := c.run(tc.args...)
 		require.Equal(t, tc.code, code, "%v: %s", tc.args, errs)
 		require.Contains(t, errs, tc.msg, "%v", tc.args)
-		require.Equal(t, 1, strings.Count(strings.TrimSpace(strings.SplitN(errs, "Run 'sluice", 2)[0]), "\n")+1,
-			"%v: one line on stderr: %q", tc.args, errs)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(errs), "\n")+1, "%v: one line on stderr: %q", tc.args, errs)
 	}
+	// Refused before any work: no job was created by the bad calls.
+	code, out, _ := c.run("jobs", "--json")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"jobs": []`)
 }
 
 // TestCLIBinaryInputFailsJob: a file that is not CSV fails its job with the

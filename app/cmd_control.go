@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -37,6 +38,9 @@ spreadsheet would run as formulas are neutralised with a leading quote.
 			if output == "" {
 				return usagef("-o: name the output file (- for standard output)")
 			}
+			if st, err := os.Stat(output); err == nil && st.IsDir() {
+				return usagef("-o: %s is a directory; name a file", output)
+			}
 			sts, err := engine.ParseItemStatuses(statuses)
 			if err != nil {
 				return usagef("--status: %s", engine.ErrorMessage(err))
@@ -52,11 +56,15 @@ spreadsheet would run as formulas are neutralised with a leading quote.
 			var w io.Writer = g.stdout
 			var tmp *os.File
 			if output != "-" {
+				dir := filepath.Dir(output)
+				if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+					return fmt.Errorf("cannot write %s: directory %s does not exist", output, dir)
+				}
 				// Write next to the target and rename at the end, so a
 				// failed export never leaves a half file under its name.
-				tmp, err = os.CreateTemp(dirOf(output), ".sluice-export-*")
+				tmp, err = os.CreateTemp(dir, ".sluice-export-*")
 				if err != nil {
-					return fmt.Errorf("create %s: %w", output, err)
+					return fmt.Errorf("cannot write %s: %w", output, err)
 				}
 				defer os.Remove(tmp.Name())
 				w = tmp
@@ -73,6 +81,10 @@ spreadsheet would run as formulas are neutralised with a leading quote.
 				if err := tmp.Close(); err != nil {
 					return fmt.Errorf("write %s: %w", output, err)
 				}
+				// CreateTemp makes 0600 files; an export is an ordinary file.
+				if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+					return fmt.Errorf("write %s: %w", output, err)
+				}
 				if err := os.Rename(tmp.Name(), output); err != nil {
 					return fmt.Errorf("write %s: %w", output, err)
 				}
@@ -85,13 +97,6 @@ spreadsheet would run as formulas are neutralised with a leading quote.
 	cmd.Flags().StringVarP(&output, "output", "o", "", "output file, - for standard output")
 	cmd.Flags().StringVar(&statuses, "status", "", "only items in these statuses (as the grid's filter)")
 	return cmd
-}
-
-func dirOf(path string) string {
-	if i := strings.LastIndexAny(path, `/\`); i >= 0 {
-		return path[:i+1]
-	}
-	return "."
 }
 
 func newReprocessCmd(g *globals) *cobra.Command {

@@ -49,6 +49,9 @@ With --wait, workers run in this process until these jobs finish.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := tabular.CheckEncoding(encoding); err != nil {
+				return usagef("--encoding: %v", err)
+			}
 			opts := tabular.Options{Encoding: encoding}
 			switch delimiter {
 			case "":
@@ -81,22 +84,31 @@ With --wait, workers run in this process until these jobs finish.`,
 			}
 			var outs []ingestOut
 			var firstErr error
+			failed := 0
 			for _, f := range args {
 				o, err := ingestFile(ctx, ing, f, pipeline, opts)
 				outs = append(outs, o)
-				if err != nil && firstErr == nil {
-					firstErr = err
+				if err != nil {
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
 				}
-				if !asJSON && o.JobID != 0 {
-					if o.Error != "" {
-						fmt.Fprintf(g.stderr, "%s: job %d FAILED: %s\n", f, o.JobID, o.Error)
-					} else {
+				if !asJSON {
+					switch {
+					case o.Error == "":
 						fmt.Fprintf(g.stdout, "job %d: %d items from %s (%s)\n", o.JobID, o.Items, f, o.State)
+					case len(args) > 1 && o.JobID != 0:
+						// With one file the error line below says it all.
+						fmt.Fprintf(g.stderr, "%s: job %d FAILED: %s\n", f, o.JobID, o.Error)
 					}
 				}
 				if engine.ErrorCode(err) == engine.EINVALID && o.JobID == 0 {
 					break // e.g. no such pipeline: the next files would fail the same way
 				}
+			}
+			if failed > 0 && len(args) > 1 {
+				firstErr = fmt.Errorf("%d of %d files failed (first: %s)", failed, len(args), engine.ErrorMessage(firstErr))
 			}
 			if wait && firstErr == nil {
 				if err := waitForJobs(ctx, env, outs, concurrency); err != nil {

@@ -25,6 +25,7 @@ With --drain the worker exits once no item is PROCESSING and none is PENDING
 			if concurrency < 0 {
 				return usagef("--concurrency: must be ≥ 1")
 			}
+			g.defaultLevel = "info"
 			ctx, env, err := g.env(cmd)
 			if err != nil {
 				return err

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -133,6 +134,9 @@ func (g *globals) open(ctx context.Context) (*Env, error) {
 	}
 	if g.data == "" {
 		return nil, usagef("--data: no data directory given")
+	}
+	if s := strings.ToUpper(g.sync); s != "FULL" && s != "NORMAL" {
+		return nil, usagef("--sqlite-sync: %q is not FULL or NORMAL", g.sync)
 	}
 	if err := os.MkdirAll(g.data, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", g.data, err)

@@ -168,7 +168,8 @@ func (g *Ingester) IngestCSV(ctx context.Context, req IngestRequest) (*IngestRes
 		if ferr == nil {
 			res.Job = failed
 		}
-		log.Warn("ingest failed", "reason", reason, "rows", res.Rows)
+		// The caller gets the error; this is the log's record of it.
+		log.Info("ingest failed", "reason", reason, "rows", res.Rows)
 		if fe != nil {
 			return res, Errorf(EINVALID, "%s", reason)
 		}

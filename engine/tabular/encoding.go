@@ -193,3 +193,10 @@ func detectEOL(sample []byte) byte {
 	}
 	return '\n'
 }
+
+// CheckEncoding reports whether name is an encoding Options accepts ("" and
+// "auto" included), so callers can refuse a bad name before doing any work.
+func CheckEncoding(name string) error {
+	_, err := canonicalEncoding(name)
+	return err
+}
