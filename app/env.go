@@ -108,10 +108,28 @@ func TuningFromEnv() (Tuning, error) {
 	t.Lease = t.Lease.WithDefaults()
 	errs = append(errs, t.Ingest.Validate(), t.Claim.Validate(), t.Lease.Validate())
 	if err := errors.Join(errs...); err != nil {
-		return t, usagef("%v (names without the SLUICE_ prefix refer to SLUICE_ variables)", err)
+		return t, usagef("%s", envNames.Replace(oneLine(err.Error())))
 	}
 	return t, nil
 }
+
+// envNames renames the controllers' setting names in their validation
+// messages to the variables people set.
+var envNames = strings.NewReplacer(
+	adapt.FieldIngestStartRows, "SLUICE_INGEST_START_ROWS",
+	adapt.FieldIngestMinRows, "SLUICE_INGEST_MIN_ROWS",
+	adapt.FieldIngestMaxRows, "SLUICE_INGEST_MAX_ROWS",
+	adapt.FieldIngestMaxBatchBytes, "SLUICE_INGEST_MAX_BATCH_BYTES",
+	adapt.FieldIngestTargetP50, "SLUICE_DB_P50_MS",
+	adapt.FieldIngestTargetP95, "SLUICE_DB_P95_MS",
+	adapt.FieldClaimTargetSlice, "SLUICE_WORKER_TARGET_SLICE_MS",
+	adapt.FieldClaimMin, "SLUICE_CLAIM_MIN",
+	adapt.FieldClaimMax, "SLUICE_CLAIM_MAX",
+	adapt.FieldClaimSafety, "SLUICE_SAFETY_FACTOR",
+	adapt.FieldClaimConcurrency, "SLUICE_CONCURRENCY",
+	adapt.FieldLeaseFloor, "SLUICE_LOCK_FLOOR_MS",
+	adapt.FieldLeaseCap, "SLUICE_LOCK_CAP_MS",
+)
 
 // Env is an opened data directory with everything the commands need.
 type Env struct {

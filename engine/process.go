@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -92,7 +93,7 @@ func (r *Runner) process(ctx context.Context, it *Item) Outcome {
 		variants = cp.variants[it.Stage]
 		policy = cp.p.RetryFor(it.Stage)
 		t0 := time.Now()
-		result, err = cp.procs[it.Stage].Process(ctx, &Task{Item: it, Input: input, Attempt: it.Attempts, Strategy: it.Strategy})
+		result, err = safeProcess(ctx, cp.procs[it.Stage], &Task{Item: it, Input: input, Attempt: it.Attempts, Strategy: it.Strategy})
 		r.claim.ObserveItem(time.Since(t0))
 	}
 	now := r.clock.Now()
@@ -135,4 +136,16 @@ func (r *Runner) debug(ctx context.Context, msg string, it *Item, args ...any) {
 		return
 	}
 	r.log.Debug(msg, append([]any{"job_id", it.JobID, "item_id", it.ID, "attempt", it.Attempts}, args...)...)
+}
+
+// safeProcess runs one attempt and turns a panic into a permanent failure of
+// that item: a processor bug must not take the worker, and every other item
+// it holds, down with it.
+func safeProcess(ctx context.Context, p Processor, t *Task) (res json.RawMessage, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			res, err = nil, Permanent(fmt.Errorf("processor panicked: %v", v))
+		}
+	}()
+	return p.Process(ctx, t)
 }

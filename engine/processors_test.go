@@ -14,6 +14,7 @@ func testRegistry() *engine.Registry {
 	reg := engine.NewRegistry()
 	reg.Register("variants", newVariantsProc)
 	reg.Register("alwaysTransient", func(json.RawMessage) (engine.Processor, error) { return alwaysTransient{}, nil })
+	reg.Register("panicOnOdd", func(json.RawMessage) (engine.Processor, error) { return panicOnOdd{}, nil })
 	return reg
 }
 
@@ -48,4 +49,14 @@ type alwaysTransient struct{}
 
 func (alwaysTransient) Process(context.Context, *engine.Task) (json.RawMessage, error) {
 	return nil, errors.New("upstream is down")
+}
+
+// panicOnOdd panics on items with an odd seq and passes the others through.
+type panicOnOdd struct{}
+
+func (panicOnOdd) Process(_ context.Context, t *engine.Task) (json.RawMessage, error) {
+	if t.Item.Seq%2 == 1 {
+		panic(fmt.Sprintf("bug on seq %d", t.Item.Seq))
+	}
+	return t.Input, nil
 }

@@ -193,3 +193,22 @@ func TestRunnerPermanentFailures(t *testing.T) {
 		require.Nil(t, it.Result)
 	}
 }
+
+// TestRunnerProcessorPanicFailsOnlyItsItem: a panicking processor fails its
+// item permanently; the worker and the other items carry on.
+func TestRunnerProcessorPanicFailsOnlyItsItem(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	putPipeline(t, s, &engine.Pipeline{Name: "panics", Stages: []engine.Stage{{Processor: "panicOnOdd"}}})
+	job := enqueue(t, newIngester(t, s, nil), "panics", 10)
+	drain(t, s, engine.RunnerConfig{Registry: testRegistry()})
+	got := getJob(t, s, job.ID)
+	require.Equal(t, engine.JobDone, got.State)
+	require.Equal(t, engine.ItemCounts{Done: 5, Error: 5}, got.Counts)
+	for _, it := range scanItems(t, s, job.ID) {
+		if it.Seq%2 == 1 {
+			require.Equal(t, string(engine.ClassPermanent), it.LastErrorCode)
+			require.Contains(t, it.LastError, "processor panicked: bug on seq")
+		}
+	}
+}
