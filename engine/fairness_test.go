@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -85,4 +86,36 @@ func TestRunnerDueJobNotStarvedByRetryingHigherPriorityJobs(t *testing.T) {
 		t.Fatalf("a job with 5 due items was not processed in 5s while the only other work was 2 retries due in a minute "+
 			"(claims that found nothing: %d)", w.emptyClaims.Load())
 	}
+}
+
+// TestRunnerSmallJobNotQueuedBehindSlowItems: with slow items, the runner
+// holds only about LookAhead of work beyond what it runs, so a job
+// submitted while a large one is busy waits for at most a few hundred of
+// the large job's items, not for whole claims of a thousand.
+func TestRunnerSmallJobNotQueuedBehindSlowItems(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	n := engine.NewNotifier()
+	g := newIngester(t, s, n)
+	putPipeline(t, s, &engine.Pipeline{Name: "slow", Stages: []engine.Stage{{Processor: "noop", Config: json.RawMessage(`{"delayMs":20}`)}}})
+	large := enqueue(t, g, "slow", 5000)
+	finished := make(chan int64, 4)
+	r := newRunner(t, s, engine.RunnerConfig{Notifier: n, Concurrency: 8, OnJobFinished: func(id int64) { finished <- id }})
+	stop := runInBackground(t, r)
+	// Let the claim controller learn the item time.
+	require.Eventually(t, func() bool { return getJob(t, s, large.ID).Counts.Done >= 200 }, 20*time.Second, 10*time.Millisecond)
+
+	before := getJob(t, s, large.ID).Counts.Done
+	small := enqueue(t, g, "slow", 8)
+	select {
+	case id := <-finished:
+		require.Equal(t, small.ID, id)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the small job did not finish")
+	}
+	after := getJob(t, s, large.ID).Counts.Done
+	stop(10 * time.Second)
+	// LookAhead 500ms × 8 workers / 20ms = 200 items per claim, at most two
+	// claims in hand, plus what completes while the small job runs.
+	require.Less(t, after-before, int64(600), "the small job waited for %d items of the large one", after-before)
 }

@@ -42,6 +42,12 @@ type RunnerConfig struct {
 	// ShutdownGrace is how long in-flight items may run after Run's
 	// context ends before their contexts are canceled; default 10s.
 	ShutdownGrace time.Duration
+	// LookAhead bounds the work a worker holds beyond what it is running:
+	// a claim takes at most LookAhead of work (at the observed item time,
+	// never fewer items than Concurrency), and the next claim comes when
+	// about that much is left. It keeps a job submitted now from waiting
+	// behind long local queues of another; default 500ms.
+	LookAhead time.Duration
 	// Drain makes Run return once nothing is left to do or to wait for.
 	Drain bool
 	// Seed seeds the jitter of retry delays; 0 = random.
@@ -138,6 +144,9 @@ func NewRunner(c RunnerConfig) (*Runner, error) {
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = 10 * time.Second
+	}
+	if c.LookAhead <= 0 {
+		c.LookAhead = 500 * time.Millisecond
 	}
 	seed := c.Seed
 	if seed == 0 {
@@ -251,6 +260,18 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	return r.Summary(), err
 }
 
+// lookAhead caps a claim of size items to LookAhead of work: with items of
+// avgItem spread over Concurrency workers, LookAhead × Concurrency / avgItem
+// items, at least Concurrency. Items too fast to measure are not capped.
+func (r *Runner) lookAhead(size int) int {
+	avg := r.claim.AvgItem()
+	if avg <= 0 {
+		return size
+	}
+	n := int(int64(r.cfg.LookAhead) * int64(r.cfg.Concurrency) / int64(avg))
+	return min(size, max(n, r.cfg.Concurrency))
+}
+
 func (r *Runner) inflightCount() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -277,7 +298,7 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		size := r.claim.Size()
+		size := r.lookAhead(r.claim.Size())
 		n := r.inflightCount()
 		if claimNow && n <= size {
 			lastAttempt = time.Now()
