@@ -77,6 +77,7 @@ func (r *CSVReader) setupDecoding(enc string) error {
 			enc, bom = EncodingUTF16BE, len(bomUTF16BE)
 		case looksUTF8(head, atEOF):
 			enc = EncodingUTF8
+			r.guessed = isASCII(head)
 		default:
 			enc = EncodingWindows1252
 		}
@@ -199,4 +200,28 @@ func detectEOL(sample []byte) byte {
 func CheckEncoding(name string) error {
 	_, err := canonicalEncoding(name)
 	return err
+}
+
+// isASCII reports whether b holds only 7-bit bytes.
+func isASCII(b []byte) bool {
+	for _, c := range b {
+		if c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// switchToWindows1252 is called at the first invalid UTF-8 line of a file
+// whose start was all ASCII: that start reads the same in Windows-1252, so
+// the rest of the file is decoded as Windows-1252 and line is converted.
+func (r *CSVReader) switchToWindows1252(line []byte) ([]byte, error) {
+	dec := charmap.Windows1252.NewDecoder()
+	out, err := dec.Bytes(line)
+	if err != nil {
+		return nil, &FormatError{Line: r.lineNo, Reason: "neither UTF-8 nor Windows-1252"}
+	}
+	r.encoding, r.validate, r.guessed = EncodingWindows1252, false, false
+	r.br = bufio.NewReaderSize(transform.NewReader(r.raw, charmap.Windows1252.NewDecoder()), bufferSize)
+	return out, nil
 }

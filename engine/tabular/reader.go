@@ -110,6 +110,10 @@ type CSVReader struct {
 	br        *bufio.Reader // the input as UTF-8; raw itself on the UTF-8 path
 	encoding  string
 	validate  bool   // check every line for valid UTF-8 (UTF-8 input only)
+	// guessed: UTF-8 was detected from an ASCII-only start (no BOM, not
+	// forced) and no non-ASCII byte has been read yet, so a first invalid
+	// byte means the file is Windows-1252 after all (see readLine).
+	guessed bool
 	hint      string // appended to the binary-data error
 	delim     byte
 	delimSep  []byte // delim as a one-byte slice, for bytes.Count

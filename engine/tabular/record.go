@@ -45,8 +45,16 @@ func (r *CSVReader) readLine() ([]byte, error) {
 	if bytes.IndexByte(line, 0) >= 0 {
 		return nil, r.binaryError(r.lineNo)
 	}
-	if r.validate && !utf8.Valid(line) {
-		return nil, &FormatError{Line: r.lineNo, Reason: "invalid UTF-8 byte sequence; try --encoding windows-1252"}
+	if r.validate {
+		if !utf8.Valid(line) {
+			if r.guessed {
+				return r.switchToWindows1252(line)
+			}
+			return nil, &FormatError{Line: r.lineNo, Reason: "invalid UTF-8 byte sequence; try --encoding windows-1252"}
+		}
+		if r.guessed && !isASCII(line) {
+			r.guessed = false // real UTF-8 seen: the file is UTF-8
+		}
 	}
 	return line, nil
 }
