@@ -105,15 +105,15 @@ func (e *FormatError) Error() string {
 // CSVReader reads records from a delimited text stream. It is not safe for
 // concurrent use.
 type CSVReader struct {
-	count     *countingReader
-	raw       *bufio.Reader // the undecoded input
-	br        *bufio.Reader // the input as UTF-8; raw itself on the UTF-8 path
-	encoding  string
-	validate  bool   // check every line for valid UTF-8 (UTF-8 input only)
+	count    *countingReader
+	raw      *bufio.Reader // the undecoded input
+	br       *bufio.Reader // the input as UTF-8; raw itself on the UTF-8 path
+	encoding string
+	validate bool // check every line for valid UTF-8 (UTF-8 input only)
 	// guessed: UTF-8 was detected from an ASCII-only start (no BOM, not
 	// forced) and no non-ASCII byte has been read yet, so a first invalid
 	// byte means the file is Windows-1252 after all (see readLine).
-	guessed bool
+	guessed   bool
 	hint      string // appended to the binary-data error
 	delim     byte
 	delimSep  []byte // delim as a one-byte slice, for bytes.Count
