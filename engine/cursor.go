@@ -43,7 +43,3 @@ func DecodeCursor(s string) (*Cursor, error) {
 func (c *Cursor) String() string { return EncodeCursor(c) }
 
 var _ fmt.Stringer = (*Cursor)(nil)
-
-func trimSpace(s string) string {
-	return strings.TrimSpace(s)
-}

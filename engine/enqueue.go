@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/sluicehq/sluice/engine/tabular"
 )
@@ -82,7 +83,7 @@ func NormalizeObject(row json.RawMessage) (json.RawMessage, error) {
 		v := m[k]
 		var s string
 		if len(v) > 0 && v[0] == '"' && json.Unmarshal(v, &s) == nil {
-			v, _ = json.Marshal(trimSpace(s))
+			v, _ = json.Marshal(strings.TrimSpace(s))
 		}
 		out[nk] = v
 	}

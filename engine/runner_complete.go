@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// complete writes outcomes in group commits: it takes everything that
+// arrived while the previous commit ran, up to CompleteBatch.
+func (r *Runner) complete(outcomes <-chan Outcome) {
+	batch := make([]Outcome, 0, r.cfg.CompleteBatch)
+	for o := range outcomes {
+		batch = append(batch[:0], o)
+	more:
+		for len(batch) < r.cfg.CompleteBatch {
+			select {
+			case o, ok := <-outcomes:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		r.flush(batch)
+	}
+}
+
+func (r *Runner) flush(batch []Outcome) {
+	ctx := context.Background()
+	var res *CompleteItemsResult
+	var err error
+	for try := 0; ; try++ {
+		res, err = r.store.CompleteItems(ctx, &CompleteItemsParams{WorkerID: r.cfg.WorkerID, Outcomes: batch, Now: r.clock.Now()})
+		if err == nil {
+			r.stats.commits.Add(1)
+			break
+		}
+		if try >= 8 {
+			// The leases will expire and the reaper will hand the items
+			// out again: nothing is lost, only time.
+			r.log.Error("could not write outcomes; leaving them to the reaper", "err", err, "items", len(batch))
+			break
+		}
+		d := time.Duration(50<<try) * time.Millisecond
+		r.log.Warn("writing outcomes failed; retrying", "err", err, "items", len(batch), "retry_in", d)
+		time.Sleep(d)
+	}
+	r.mu.Lock()
+	for i := range batch {
+		delete(r.inflight, batch[i].ItemID)
+	}
+	r.mu.Unlock()
+	select {
+	case r.slotCh <- struct{}{}:
+	default:
+	}
+	if err != nil {
+		return
+	}
+	stale := map[int64]bool{}
+	for _, id := range res.Stale {
+		stale[id] = true
+		r.log.Warn("outcome dropped: lease lost", "item_id", id)
+	}
+	r.stats.stale.Add(int64(len(res.Stale)))
+	r.stats.completed.Add(int64(res.Applied))
+	for i := range batch {
+		o := &batch[i]
+		if stale[o.ItemID] {
+			continue
+		}
+		if o.Status == ItemPending {
+			r.stats.retried.Add(1)
+		}
+		for k, st := range ItemStatuses {
+			if st == o.Status {
+				r.stats.byStatus[k].Add(1)
+			}
+		}
+	}
+	r.stats.lastDone.Store(time.Now().UnixNano())
+	for _, id := range res.Finished {
+		r.log.Info("job finished", "job_id", id)
+		if r.cfg.OnJobFinished != nil {
+			r.cfg.OnJobFinished(id)
+		}
+	}
+}
