@@ -90,6 +90,7 @@ type runStats struct {
 	completed  atomic.Int64
 	stale      atomic.Int64
 	reaped     atomic.Int64
+	released   atomic.Int64
 	retried    atomic.Int64
 	byStatus   [6]atomic.Int64
 	firstClaim atomic.Int64 // unix ns
@@ -179,6 +180,8 @@ type RunSummary struct {
 	Retried   int64            `json:"retried"`
 	Stale     int64            `json:"stale"`
 	Reaped    int64            `json:"reaped"`
+	// Released counts claimed items given back unstarted at shutdown.
+	Released int64 `json:"released"`
 	// Claims and Commits count the transactions that claimed items and
 	// wrote outcomes: items per transaction is what group commit buys.
 	Claims  int64 `json:"claims"`
@@ -194,7 +197,7 @@ func (r *Runner) Summary() *RunSummary {
 	s := &RunSummary{
 		WorkerID: r.cfg.WorkerID, Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load(),
 		Retried: r.stats.retried.Load(), Stale: r.stats.stale.Load(), Reaped: r.stats.reaped.Load(),
-		Claims: r.stats.claims.Load(), Commits: r.stats.commits.Load(),
+		Claims: r.stats.claims.Load(), Commits: r.stats.commits.Load(), Released: r.stats.released.Load(),
 		ByStatus: map[string]int64{},
 	}
 	for i, st := range ItemStatuses {
@@ -222,10 +225,21 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	work := make(chan *Item, 2*r.cfg.Claim.Max+1)
 	outcomes := make(chan Outcome, 2*r.cfg.Claim.Max+1)
 
+	// Once Run's context ends, items still waiting in the local queue are
+	// not started: they are released (see releaseUnstarted).
+	var stopping atomic.Bool
+	var unstartedMu sync.Mutex
+	var unstarted []*Item
 	var workers sync.WaitGroup
 	for range r.cfg.Concurrency {
 		workers.Go(func() {
 			for it := range work {
+				if stopping.Load() {
+					unstartedMu.Lock()
+					unstarted = append(unstarted, it)
+					unstartedMu.Unlock()
+					continue
+				}
 				outcomes <- r.process(workCtx, it)
 			}
 		})
@@ -242,7 +256,11 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 
 	err := r.produce(ctx, work)
 
-	// Shutdown: no more claims; finish what is in hand.
+	// Shutdown: no more claims; finish what is running, give back what
+	// never started.
+	if ctx.Err() != nil {
+		stopping.Store(true)
+	}
 	close(work)
 	waited := make(chan struct{})
 	go func() { workers.Wait(); close(waited) }()
@@ -255,6 +273,7 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	}
 	close(outcomes)
 	<-completerDone
+	r.releaseUnstarted(unstarted)
 	stopBg()
 	bg.Wait()
 	return r.Summary(), err

@@ -88,3 +88,24 @@ func (r *Runner) flush(batch []Outcome) {
 		}
 	}
 }
+
+// releaseUnstarted gives back claimed items that were never started, so
+// that they do not wait for their lease to expire and are not charged an
+// attempt.
+func (r *Runner) releaseUnstarted(items []*Item) {
+	if len(items) == 0 {
+		return
+	}
+	n, err := r.store.ReleaseItems(context.Background(), &ReleaseItemsParams{WorkerID: r.cfg.WorkerID, Items: items, Now: r.clock.Now()})
+	r.mu.Lock()
+	for _, it := range items {
+		delete(r.inflight, it.ID)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		r.log.Warn("releasing unstarted items failed; their leases will expire", "err", err, "items", len(items))
+		return
+	}
+	r.stats.released.Add(int64(n))
+	r.log.Info("unstarted items released", "items", n)
+}

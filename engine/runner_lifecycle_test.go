@@ -89,7 +89,7 @@ func TestRunnerStopsPromptlyAndFinishesInFlightItems(t *testing.T) {
 	start := time.Now()
 	sum := stop(2 * time.Second)
 	require.Less(t, time.Since(start), 2*time.Second)
-	require.Equal(t, sum.Claimed, sum.Completed, "every claimed item got its outcome written")
+	require.Equal(t, sum.Claimed, sum.Completed+sum.Released, "every claimed item got its outcome written or was released")
 	require.Less(t, sum.Completed, int64(400), "the runner stopped early")
 	requireNoProcessing(t, s)
 	got := getJob(t, s, job.ID)
@@ -110,15 +110,20 @@ func TestRunnerShutdownGraceCancelsStuckItems(t *testing.T) {
 	start := time.Now()
 	sum := stop(5 * time.Second)
 	require.Less(t, time.Since(start), 5*time.Second)
-	require.Equal(t, int64(3), sum.Completed)
-	require.Equal(t, int64(3), sum.Retried, "an interrupted attempt is retried later")
+	// Items that had started are interrupted at the end of the grace and
+	// retried later; any still queued when the stop came were released.
+	require.Equal(t, int64(3), sum.Completed+sum.Released)
+	require.Equal(t, sum.Completed, sum.Retried, "an interrupted attempt is retried later")
 	requireNoProcessing(t, s)
 	for _, it := range scanItems(t, s, job.ID) {
 		require.Equal(t, engine.ItemPending, it.Status)
-		require.Equal(t, 1, it.Attempts)
-		require.Equal(t, string(engine.ClassTransient), it.LastErrorCode)
-		require.Contains(t, it.LastError, "context canceled")
-		require.True(t, it.RunAt.After(start), "retry scheduled later")
+		if it.Attempts == 1 {
+			require.Equal(t, string(engine.ClassTransient), it.LastErrorCode)
+			require.Contains(t, it.LastError, "context canceled")
+			require.True(t, it.RunAt.After(start), "retry scheduled later")
+		} else {
+			require.Zero(t, it.Attempts, "a released item was not charged")
+		}
 	}
 }
 
@@ -180,4 +185,30 @@ func TestRunnerSummaryWhileRunning(t *testing.T) {
 	sum := stop(5 * time.Second)
 	require.Equal(t, int64(5), sum.Completed)
 	require.Positive(t, sum.Elapsed)
+}
+
+// TestRunnerReleasesUnstartedItemsOnStop: items claimed but still waiting
+// in the local queue when the runner stops go back to PENDING at once, with
+// no attempt charged and no attempt record.
+func TestRunnerReleasesUnstartedItemsOnStop(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	putPipeline(t, s, noopPipeline("slow", `{"delayMs":100}`))
+	job := enqueue(t, newIngester(t, s, nil), "slow", 50)
+	w := watch(s)
+	// One worker and claims of up to 10: most claimed items wait.
+	r := newRunner(t, w, engine.RunnerConfig{Concurrency: 1, Claim: adapt.ClaimConfig{Max: 10}})
+	stop := runInBackground(t, r)
+	w.waitFor(t, func() bool { return w.claimed.Load() >= 2 })
+	sum := stop(5 * time.Second)
+	require.Positive(t, sum.Released, "some claimed items had not started")
+	require.Equal(t, sum.Claimed, sum.Completed+sum.Released)
+	requireNoProcessing(t, s)
+	got := getJob(t, s, job.ID)
+	require.Equal(t, engine.ItemCounts{Pending: 50 - sum.Completed, Done: sum.Completed}, got.Counts)
+	for _, it := range scanItems(t, s, job.ID) {
+		if it.Status == engine.ItemPending {
+			require.Zero(t, it.Attempts, "item %d: a released claim is not an attempt", it.Seq)
+		}
+	}
 }

@@ -72,6 +72,11 @@ type Store interface {
 	// whose item is no longer PROCESSING under the same lease (same worker
 	// and attempt) is not applied and is reported as stale.
 	CompleteItems(ctx context.Context, p *CompleteItemsParams) (*CompleteItemsResult, error)
+	// ReleaseItems gives back items the worker claimed but never started
+	// (it is stopping): PENDING and due now, the claim's attempt not
+	// counted, no attempt record. Items no longer held under that lease
+	// are left alone. It returns how many it released.
+	ReleaseItems(ctx context.Context, p *ReleaseItemsParams) (int, error)
 	// RenewLeases extends the leases of items the worker still holds and
 	// returns how many it extended.
 	RenewLeases(ctx context.Context, p *RenewLeasesParams) (int, error)
@@ -265,6 +270,14 @@ type CompleteItemsResult struct {
 	Stale []int64
 	// Finished lists jobs that became DONE in this transaction.
 	Finished []int64
+}
+
+// ReleaseItemsParams are the arguments of Store.ReleaseItems.
+type ReleaseItemsParams struct {
+	WorkerID string
+	// Items are the claimed items (ID, JobID, Stage and Attempts as claimed).
+	Items []*Item
+	Now   time.Time
 }
 
 // RenewLeasesParams are the arguments of Store.RenewLeases.

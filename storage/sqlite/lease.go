@@ -87,3 +87,42 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (in
 	}
 	return moved, nil
 }
+
+// ReleaseItems gives back claimed items that never started.
+func (s *Store) ReleaseItems(ctx context.Context, p *engine.ReleaseItemsParams) (int, error) {
+	if len(p.Items) == 0 {
+		return 0, nil
+	}
+	now := ms(p.Now)
+	var released int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		released = 0
+		deltas := map[int64]*jobDelta{}
+		for _, it := range p.Items {
+			r, err := tx.ExecContext(ctx, `UPDATE job_items SET status = 'PENDING', attempts = attempts - 1, run_at = ?,
+					locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = ?
+				WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ? AND stage = ?`,
+				now, now, it.ID, p.WorkerID, it.Attempts, it.Stage)
+			if err != nil {
+				return err
+			}
+			if n, _ := r.RowsAffected(); n == 0 {
+				continue
+			}
+			d := deltas[it.JobID]
+			if d == nil {
+				d = &jobDelta{}
+				deltas[it.JobID] = d
+			}
+			d.counts.Processing--
+			d.counts.Pending++
+			released++
+		}
+		_, err := applyDeltas(ctx, tx, deltas, now)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("release items: %w", err)
+	}
+	return released, nil
+}

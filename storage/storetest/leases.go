@@ -12,6 +12,7 @@ import (
 // leaseTests cover lease renewal, the reaper, the queue summary and the
 // change counter.
 var leaseTests = []subtest{
+	{"ReleaseItems", testReleaseItems},
 	{"RenewLeases", testRenewLeases},
 	{"ReapExpired", testReapExpired},
 	{"ReapPoison", testReapPoison},
@@ -217,4 +218,32 @@ func testChangeCounter(t *testing.T, e *env) {
 	e.queuedJob(2)
 	_, err = e.s.ChangeCounter(e.ctx)
 	require.NoError(t, err)
+}
+
+// testReleaseItems: items claimed but never started go back to PENDING, due
+// now, with the claim's attempt not counted and no attempt record; items
+// held by another worker or already completed are left alone.
+func testReleaseItems(t *testing.T, e *env) {
+	j := e.queuedJob(3)
+	claimed := e.claimAll("w1")
+	require.Len(t, claimed, 3)
+	e.complete("w1", e.outcome(claimed[0], engine.ItemDone))
+	e.advance(time.Second)
+	n, err := e.s.ReleaseItems(e.ctx, &engine.ReleaseItemsParams{WorkerID: "w2", Items: claimed[1:], Now: e.now()})
+	require.NoError(t, err)
+	require.Zero(t, n, "another worker's items are not released")
+	n, err = e.s.ReleaseItems(e.ctx, &engine.ReleaseItemsParams{WorkerID: "w1", Items: claimed, Now: e.now()})
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "the completed item is not released")
+	e.requireCounts(j.ID, engine.ItemCounts{Pending: 2, Done: 1})
+	for _, it := range claimed[1:] {
+		got := e.item(it.ID)
+		require.Equal(t, engine.ItemPending, got.Status)
+		require.Zero(t, got.Attempts, "a released claim is not an attempt")
+		require.Empty(t, got.LockedBy)
+		attempts, err := e.s.ListAttempts(e.ctx, it.ID)
+		require.NoError(t, err)
+		require.Empty(t, attempts)
+	}
+	require.Len(t, e.claim("w2", 10), 2, "released items are due at once")
 }
