@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/adapt"
+	"github.com/sluicehq/sluice/engine/httpproc"
 	"github.com/sluicehq/sluice/storage/sqlite"
 )
 
@@ -163,7 +164,14 @@ func (g *globals) open(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", g.data, err)
 	}
-	return &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: engine.NewRegistry(), Tuning: tuning}, nil
+	return &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: newRegistry(), Tuning: tuning}, nil
+}
+
+// newRegistry returns the processors this binary offers.
+func newRegistry() *engine.Registry {
+	reg := engine.NewRegistry()
+	reg.Register(httpproc.Kind, httpproc.New)
+	return reg
 }
 
 // env opens the data directory for one command; the caller closes it.

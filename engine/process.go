@@ -125,7 +125,11 @@ func (r *Runner) process(ctx context.Context, it *Item) Outcome {
 			"error_class", o.ErrorClass, "err", o.Error, "run_at", d.RunAt)
 	} else {
 		o.Status = d.Status
-		r.log.Warn("item failed", "job_id", it.JobID, "item_id", it.ID, "attempt", it.Attempts,
+		level := slog.LevelWarn
+		if o.Status == ItemNotFound {
+			level = slog.LevelInfo // an answer, not a fault
+		}
+		r.log.Log(ctx, level, "item failed", "job_id", it.JobID, "item_id", it.ID, "attempt", it.Attempts,
 			"error_class", o.ErrorClass, "err", o.Error, "status", o.Status)
 	}
 	return o

@@ -22,8 +22,8 @@ type ClassPolicy struct {
 type RetryPolicy struct {
 	Transient   ClassPolicy `json:"transient,omitzero"`
 	RateLimited ClassPolicy `json:"rateLimited,omitzero"`
-	// NotFound: MaxAttempts 0 means "one attempt per query variant" (so a
-	// processor with no variants makes NOT_FOUND final at once).
+	// NotFound: MaxAttempts 0 means "until every query variant was tried"
+	// (so a processor with no variants makes NOT_FOUND final at once).
 	NotFound ClassPolicy `json:"notFound,omitzero"`
 	// Jitter is the fraction (0..1) by which delays are spread; nil means
 	// the default 0.2, and an explicit 0 means none.
@@ -87,12 +87,12 @@ func (p RetryPolicy) Decide(err error, attempts, strategy, variants int, now tim
 	case ClassPermanent, ClassPoison:
 		return Decision{Status: ItemError, NextStrategy: strategy}
 	case ClassNotFound:
+		// Retry only while another variant remains (and, when set, while
+		// attempts stay under NotFound.MaxAttempts). The default counts
+		// variants, not attempts: a transient failure on the way does
+		// not use up a variant.
 		max := p.NotFound.MaxAttempts
-		if max == 0 {
-			max = variants
-		}
-		// Retry only while another variant remains and attempts allow.
-		if strategy+1 < variants && attempts < max {
+		if strategy+1 < variants && (max == 0 || attempts < max) {
 			return Decision{Retry: true, RunAt: now.Add(p.delay(p.NotFound, attempts, rnd)), NextStrategy: strategy + 1}
 		}
 		return Decision{Status: ItemNotFound, NextStrategy: strategy}

@@ -216,3 +216,19 @@ func TestDecideZeroJitterIsExact(t *testing.T) {
 	require.True(t, d.Retry)
 	require.Equal(t, now.Add(time.Second), d.RunAt)
 }
+
+// TestDecideNotFoundAfterTransientStillRotates: a transient failure before
+// the first NOT_FOUND does not use up a query variant.
+func TestDecideNotFoundAfterTransientStillRotates(t *testing.T) {
+	t.Parallel()
+	p := engine.RetryPolicy{}
+	now := time.Unix(1000, 0)
+	// Attempt 1 failed transiently; attempt 2 (strategy 0) finds nothing;
+	// the second of two variants remains.
+	d := p.Decide(engine.NotFoundf("no match"), 2, 0, 2, now, fixedRand())
+	require.True(t, d.Retry)
+	require.Equal(t, 1, d.NextStrategy)
+	d = p.Decide(engine.NotFoundf("no match"), 3, 1, 2, now, fixedRand())
+	require.False(t, d.Retry)
+	require.Equal(t, engine.ItemNotFound, d.Status)
+}

@@ -1,6 +1,8 @@
 package vendorsim
 
 import (
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -55,4 +57,32 @@ func TestDefaultBurst(t *testing.T) {
 	require.Equal(t, 1, defaultBurst(0.5))
 	require.Equal(t, 50, defaultBurst(50))
 	require.Equal(t, 3, defaultBurst(2.5))
+}
+
+func TestBucketConcurrentTakesNeverExceedTheBurst(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	b := newBucket(5, 10, now)
+	var wg sync.WaitGroup
+	var granted atomic.Int64
+	for range 50 {
+		wg.Go(func() {
+			if ok, _ := b.take(now); ok {
+				granted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, int64(10), granted.Load())
+}
+
+func TestBucketFractionalRateWait(t *testing.T) {
+	t.Parallel()
+	now := time.Unix(1000, 0)
+	b := newBucket(0.25, 1, now)
+	ok, _ := b.take(now)
+	require.True(t, ok)
+	ok, wait := b.take(now.Add(time.Second))
+	require.False(t, ok)
+	require.Equal(t, 3*time.Second, wait, "a quarter token earned, three quarters to go")
 }

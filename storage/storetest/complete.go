@@ -75,6 +75,7 @@ func testCompleteFailures(t *testing.T, e *env) {
 
 	nfOut := e.outcome(claimed[1], engine.ItemNotFound)
 	nfOut.Result = []byte(`{"sku":"A2","found":false}`)
+	nfOut.Strategy = 2 // the last query variant tried
 	res = e.complete("w1", nfOut)
 	require.Equal(t, 1, res.Applied)
 	e.requireCounts(j.ID, engine.ItemCounts{Processing: 2, Error: 1, NotFound: 1})
@@ -83,6 +84,7 @@ func testCompleteFailures(t *testing.T, e *env) {
 	require.Equal(t, nfOut.Error, got.LastError)
 	require.Equal(t, string(engine.ClassNotFound), got.LastErrorCode)
 	requireJSON(t, nfOut.Result, got.Result, "NOT_FOUND result")
+	require.Equal(t, 2, got.Strategy, "a terminal outcome keeps the strategy it reports")
 
 	skOut := e.outcome(claimed[2], engine.ItemSkipped)
 	skOut.ErrorClass = engine.ClassPermanent
