@@ -92,9 +92,11 @@ func (r *Runner) process(ctx context.Context, it *Item) Outcome {
 		}
 		variants = cp.variants[it.Stage]
 		policy = cp.p.RetryFor(it.Stage)
+		task := &Task{Item: it, Input: input, Attempt: it.Attempts, Strategy: it.Strategy}
 		t0 := time.Now()
-		result, err = safeProcess(ctx, cp.procs[it.Stage], &Task{Item: it, Input: input, Attempt: it.Attempts, Strategy: it.Strategy})
+		result, err = safeProcess(ctx, cp.procs[it.Stage], task)
 		r.claim.ObserveItem(time.Since(t0))
+		o.Detail = task.Detail
 	}
 	now := r.clock.Now()
 	o.Duration = now.Sub(startedAt)

@@ -19,6 +19,10 @@ type Task struct {
 	Attempt int
 	// Strategy is the query variant to use (rotated on NOT_FOUND retries).
 	Strategy int
+	// Detail may be set by the processor to record specifics of this
+	// attempt (an HTTP status, a trace id) with it, also when it succeeds.
+	// A failure's own Detail takes precedence.
+	Detail json.RawMessage
 }
 
 // Processor does the work of one pipeline stage for one item. It returns the

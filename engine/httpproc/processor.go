@@ -26,8 +26,7 @@
 // traceparent, variant) for the attempt record. Secret values are replaced
 // by "***" in errors, details and results.
 //
-// Successful attempts report no Detail yet: Process returns only the result,
-// and the engine has no hook for the detail of a success.
+// Successful attempts report the same Detail through Task.Detail.
 package httpproc
 
 import (
@@ -151,7 +150,11 @@ func (p *Processor) Process(ctx context.Context, t *engine.Task) (json.RawMessag
 	case len(body) > MaxResponseBytes:
 		return nil, fail(engine.ClassPermanent, 0, fmt.Errorf("HTTP %d: response too large (over %d MiB)", resp.StatusCode, MaxResponseBytes>>20))
 	}
-	return p.classify(t, resp, body, red, fail)
+	res, err := p.classify(t, resp, body, red, fail)
+	if err == nil {
+		t.Detail = d.marshal()
+	}
+	return res, err
 }
 
 // classify turns an answer into a result or a classified failure.

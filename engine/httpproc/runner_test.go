@@ -84,6 +84,13 @@ func TestRunnerDrainsAnHTTPPipeline(t *testing.T) {
 		}
 		require.Equal(t, engine.ItemDone, it.Status, "%s: %s", sku, it.LastError)
 		require.JSONEq(t, fmt.Sprintf(`{"name":"Name %s","price":12.5}`, sku), string(it.Result), sku)
+		// A successful attempt is recorded with its detail too.
+		att, err := store.ListAttempts(ctx, it.ID)
+		require.NoError(t, err)
+		var ok httpproc.Detail
+		require.NoError(t, json.Unmarshal(att[len(att)-1].Detail, &ok), "%s: detail %s", sku, att[len(att)-1].Detail)
+		require.Equal(t, 200, ok.Status, sku)
+		require.Regexp(t, `^00-[0-9a-f]{32}-[0-9a-f]{16}-01$`, ok.Traceparent, sku)
 	}
 	st := s.Stats()
 	require.Positive(t, st.ServerErrors, "the 5xx rate was exercised")
