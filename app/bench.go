@@ -53,7 +53,7 @@ func (b *bench) throughput(ctx context.Context) (benchResult, error) {
 	if err != nil {
 		return benchResult{}, err
 	}
-	if _, err := ingestFile(ctx, ing, path, engine.DefaultPipeline, defaultCSV()); err != nil {
+	if _, err := ingestFile(ctx, ing, path, engine.DefaultPipeline, "", defaultCSV()); err != nil {
 		return benchResult{}, err
 	}
 	r, err := env.Runner(0, true, nil)

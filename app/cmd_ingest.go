@@ -25,13 +25,14 @@ type ingestOut struct {
 }
 
 func newIngestCmd(g *globals) *cobra.Command {
-	var pipeline, encoding, delimiter string
+	var pipeline, encoding, delimiter, sheet string
 	var wait, asJSON bool
 	var concurrency int
 	cmd := &cobra.Command{
 		Use:   "ingest FILE...",
-		Short: "Store every row of CSV files as a new job each",
-		Long: `Store every row of each CSV file as the items of a new job. The job becomes
+		Short: "Store every row of CSV or XLSX files as a new job each",
+		Long: `Store every row of each CSV or XLSX file (first sheet, or --sheet) as the
+items of a new job. The job becomes
 visible to workers only once every row is durable. Delimiter (, ; tab |) and
 encoding (UTF-8 with or without BOM, UTF-16 with BOM, Windows-1252) are
 detected; force them with --delimiter and --encoding. A row with the wrong
@@ -86,7 +87,7 @@ With --wait, workers run in this process until these jobs finish.`,
 			var firstErr error
 			failed := 0
 			for _, f := range args {
-				o, err := ingestFile(ctx, ing, f, pipeline, opts)
+				o, err := ingestFile(ctx, ing, f, pipeline, sheet, opts)
 				outs = append(outs, o)
 				if err != nil {
 					failed++
@@ -135,6 +136,7 @@ With --wait, workers run in this process until these jobs finish.`,
 	f.IntVar(&concurrency, "concurrency", 0, "workers for --wait (default SLUICE_CONCURRENCY or 8)")
 	f.StringVar(&encoding, "encoding", "auto", "input encoding: auto, utf-8, utf-16le, utf-16be, windows-1252")
 	f.StringVar(&delimiter, "delimiter", "", "field delimiter (default: detected among , ; tab |)")
+	f.StringVar(&sheet, "sheet", "", "XLSX: the sheet to read (default: the first)")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object per file")
 	return cmd
 }
@@ -143,7 +145,7 @@ func writeJSONLine(g *globals, v any) error {
 	return writeJSONCompact(g.stdout, v)
 }
 
-func ingestFile(ctx context.Context, ing *engine.Ingester, path, pipeline string, opts tabular.Options) (ingestOut, error) {
+func ingestFile(ctx context.Context, ing *engine.Ingester, path, pipeline, sheet string, opts tabular.Options) (ingestOut, error) {
 	out := ingestOut{File: path}
 	f, err := os.Open(path)
 	if err != nil {
@@ -155,6 +157,7 @@ func ingestFile(ctx context.Context, ing *engine.Ingester, path, pipeline string
 	start := time.Now()
 	res, err := ing.IngestCSV(ctx, engine.IngestRequest{
 		Pipeline: pipeline, Name: filepath.Base(path), Source: "manual", SourceRef: abs, Input: f, CSV: opts,
+		Path: path, Sheet: sheet,
 	})
 	out.Seconds = time.Since(start).Seconds()
 	if res != nil && res.Job != nil {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -113,9 +114,15 @@ type IngestRequest struct {
 	SourceRef string
 	FileID    int64
 	Priority  int
-	// Input is read once, streaming.
+	// Input is read once, streaming (CSV).
 	Input io.Reader
 	CSV   tabular.Options
+	// Path names the input file. XLSX needs it (a workbook is a zip, read
+	// by random access); a file whose first bytes are a zip signature is
+	// read as XLSX when Path is set.
+	Path string
+	// Sheet is the XLSX sheet to read; "" = the first.
+	Sheet string
 	// Progress, when set, is called after each committed batch with the
 	// number of rows stored so far.
 	Progress func(rows int64)
@@ -201,11 +208,11 @@ type rowBatch struct {
 // ingestRows parses on one goroutine and inserts on this one, so that
 // parsing and encoding overlap with SQLite's work on a second core.
 func (g *Ingester) ingestRows(ctx context.Context, jobID int64, req IngestRequest, res *IngestResult, log *slog.Logger) error {
-	r, err := tabular.NewCSVReader(req.Input, req.CSV)
+	r, err := openRows(req, log)
 	if err != nil {
 		return err
 	}
-	log.Debug("reading csv", "delimiter", string(r.Delimiter()), "encoding", r.Encoding(), "columns", len(r.Header()))
+	defer r.Close()
 	ctrl := adapt.NewIngest(g.cfg)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -243,7 +250,7 @@ func (g *Ingester) ingestRows(ctx context.Context, jobID int64, req IngestReques
 	return <-parseErr
 }
 
-func (g *Ingester) parse(ctx context.Context, r *tabular.CSVReader, ctrl *adapt.Ingest, out chan<- rowBatch) error {
+func (g *Ingester) parse(ctx context.Context, r rowSource, ctrl *adapt.Ingest, out chan<- rowBatch) error {
 	header, keys := r.Header(), r.Keys()
 	var seq int64
 	b := rowBatch{items: make([]NewItem, 0, ctrl.Rows())}
@@ -298,4 +305,41 @@ func (g *Ingester) parse(ctx context.Context, r *tabular.CSVReader, ctrl *adapt.
 		return send()
 	}
 	return nil
+}
+
+// rowSource is what ingest reads rows from: a CSV stream or an XLSX sheet.
+type rowSource interface {
+	Header() []string
+	Keys() []string
+	Next() (*tabular.Row, error)
+	Close() error
+}
+
+// csvSource adapts the CSV reader (which owns no resource) to rowSource.
+type csvSource struct{ *tabular.CSVReader }
+
+func (csvSource) Close() error { return nil }
+
+// openRows opens the request's input: XLSX when it starts with a zip
+// signature (a workbook) and has a path, CSV otherwise.
+func openRows(req IngestRequest, log *slog.Logger) (rowSource, error) {
+	in := bufio.NewReaderSize(req.Input, 64<<10)
+	head, _ := in.Peek(4)
+	if tabular.IsXLSX(head) {
+		if req.Path == "" {
+			return nil, &tabular.FormatError{Reason: "an XLSX workbook can only be ingested from a file"}
+		}
+		x, err := tabular.OpenXLSX(req.Path, tabular.XLSXOptions{Sheet: req.Sheet})
+		if err != nil {
+			return nil, err
+		}
+		log.Debug("reading xlsx", "sheet", req.Sheet, "columns", len(x.Header()))
+		return x, nil
+	}
+	r, err := tabular.NewCSVReader(in, req.CSV)
+	if err != nil {
+		return nil, err
+	}
+	log.Debug("reading csv", "delimiter", string(r.Delimiter()), "encoding", r.Encoding(), "columns", len(r.Header()))
+	return csvSource{r}, nil
 }
