@@ -2,6 +2,7 @@ package app
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -177,28 +178,21 @@ func newStateCmd(g *globals, verb string) *cobra.Command {
 		Short: ch.short,
 		Args:  exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0], "job ID")
-			if err != nil {
-				return err
-			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			j, err := env.Store.SetJobState(ctx, &engine.SetJobStateParams{JobID: id, From: ch.from, To: ch.to, Now: time.Now()})
-			if err != nil {
-				return err
-			}
-			env.Log.Debug("job state changed", "job_id", j.ID, "state", j.State, "by", verb)
-			if ch.to == engine.JobQueued {
-				env.Notifier.Notify()
-			}
-			if asJSON {
-				return writeJSON(g.stdout, viewJob(j, time.Now()))
-			}
-			fmt.Fprintf(g.stdout, "job %d: %s\n", j.ID, j.State)
-			return nil
+			return g.withJob(cmd, args[0], func(ctx context.Context, env *Env, id int64) error {
+				j, err := env.Store.SetJobState(ctx, &engine.SetJobStateParams{JobID: id, From: ch.from, To: ch.to, Now: time.Now()})
+				if err != nil {
+					return err
+				}
+				env.Log.Debug("job state changed", "job_id", j.ID, "state", j.State, "by", verb)
+				if ch.to == engine.JobQueued {
+					env.Notifier.Notify()
+				}
+				if asJSON {
+					return writeJSON(g.stdout, viewJob(j, time.Now()))
+				}
+				fmt.Fprintf(g.stdout, "job %d: %s\n", j.ID, j.State)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the job as JSON")
@@ -211,31 +205,24 @@ func newDeleteCmd(g *globals) *cobra.Command {
 		Short: "Delete a job with its items, attempts and stored file",
 		Args:  exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0], "job ID")
-			if err != nil {
-				return err
-			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			f, err := env.Store.DeleteJob(ctx, id)
-			if err != nil {
-				return err
-			}
-			if f != nil && f.StoredPath != "" {
-				p := f.StoredPath
-				if !strings.HasPrefix(p, "/") {
-					p = env.Data + string(os.PathSeparator) + p
+			return g.withJob(cmd, args[0], func(ctx context.Context, env *Env, id int64) error {
+				f, err := env.Store.DeleteJob(ctx, id)
+				if err != nil {
+					return err
 				}
-				if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
-					env.Log.Warn("could not remove stored file", "path", p, "err", err)
+				if f != nil && f.StoredPath != "" {
+					p := f.StoredPath
+					if !strings.HasPrefix(p, "/") {
+						p = env.Data + string(os.PathSeparator) + p
+					}
+					if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+						env.Log.Warn("could not remove stored file", "path", p, "err", err)
+					}
 				}
-			}
-			env.Log.Debug("job deleted", "job_id", id)
-			fmt.Fprintf(g.stdout, "job %d deleted\n", id)
-			return nil
+				env.Log.Debug("job deleted", "job_id", id)
+				fmt.Fprintf(g.stdout, "job %d deleted\n", id)
+				return nil
+			})
 		},
 	}
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -74,47 +75,40 @@ func newJobCmd(g *globals) *cobra.Command {
 		Short: "Show one job: state, counters by item status, progress",
 		Args:  exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := parseID(args[0], "job ID")
-			if err != nil {
-				return err
-			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			j, err := env.Store.GetJob(ctx, id)
-			if err != nil {
-				return err
-			}
-			v := viewJob(j, time.Now())
-			if asJSON {
-				return writeJSON(g.stdout, v)
-			}
-			tw := table(g.stdout)
-			fmt.Fprintf(tw, "job\t%d\n", j.ID)
-			fmt.Fprintf(tw, "name\t%s\n", j.Name)
-			fmt.Fprintf(tw, "pipeline\t%s\n", j.Pipeline)
-			fmt.Fprintf(tw, "state\t%s\n", j.State)
-			fmt.Fprintf(tw, "items\t%d\n", j.TotalItems)
-			for _, st := range engine.ItemStatuses {
-				fmt.Fprintf(tw, "  %s\t%d\n", st, j.Counts.Get(st))
-			}
-			fmt.Fprintf(tw, "progress\t%.1f%%\n", v.Percent)
-			if v.ItemsPerSec > 0 {
-				fmt.Fprintf(tw, "rate\t%.0f items/s\n", v.ItemsPerSec)
-			}
-			if v.ETASeconds != nil {
-				fmt.Fprintf(tw, "eta\t%s\n", time.Duration(*v.ETASeconds*float64(time.Second)).Round(time.Second))
-			}
-			if j.LastError != "" {
-				fmt.Fprintf(tw, "error\t%s\n", j.LastError)
-			}
-			fmt.Fprintf(tw, "created\t%s\n", shortTime(j.CreatedAt))
-			if j.FinishedAt != nil {
-				fmt.Fprintf(tw, "finished\t%s\n", shortTime(*j.FinishedAt))
-			}
-			return tw.Flush()
+			return g.withJob(cmd, args[0], func(ctx context.Context, env *Env, id int64) error {
+				j, err := env.Store.GetJob(ctx, id)
+				if err != nil {
+					return err
+				}
+				v := viewJob(j, time.Now())
+				if asJSON {
+					return writeJSON(g.stdout, v)
+				}
+				tw := table(g.stdout)
+				fmt.Fprintf(tw, "job\t%d\n", j.ID)
+				fmt.Fprintf(tw, "name\t%s\n", j.Name)
+				fmt.Fprintf(tw, "pipeline\t%s\n", j.Pipeline)
+				fmt.Fprintf(tw, "state\t%s\n", j.State)
+				fmt.Fprintf(tw, "items\t%d\n", j.TotalItems)
+				for _, st := range engine.ItemStatuses {
+					fmt.Fprintf(tw, "  %s\t%d\n", st, j.Counts.Get(st))
+				}
+				fmt.Fprintf(tw, "progress\t%.1f%%\n", v.Percent)
+				if v.ItemsPerSec > 0 {
+					fmt.Fprintf(tw, "rate\t%.0f items/s\n", v.ItemsPerSec)
+				}
+				if v.ETASeconds != nil {
+					fmt.Fprintf(tw, "eta\t%s\n", time.Duration(*v.ETASeconds*float64(time.Second)).Round(time.Second))
+				}
+				if j.LastError != "" {
+					fmt.Fprintf(tw, "error\t%s\n", j.LastError)
+				}
+				fmt.Fprintf(tw, "created\t%s\n", shortTime(j.CreatedAt))
+				if j.FinishedAt != nil {
+					fmt.Fprintf(tw, "finished\t%s\n", shortTime(*j.FinishedAt))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

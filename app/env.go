@@ -181,6 +181,21 @@ func (g *globals) env(cmd interface{ Context() context.Context }) (context.Conte
 	return ctx, env, err
 }
 
+// withJob parses a JOB_ID argument, opens the data directory, calls fn and
+// closes it again.
+func (g *globals) withJob(cmd interface{ Context() context.Context }, arg string, fn func(ctx context.Context, env *Env, id int64) error) error {
+	id, err := parseID(arg, "job ID")
+	if err != nil {
+		return err
+	}
+	ctx, env, err := g.env(cmd)
+	if err != nil {
+		return err
+	}
+	defer env.Close()
+	return fn(ctx, env, id)
+}
+
 // Close closes the store.
 func (e *Env) Close() error { return e.Store.Close() }
 
