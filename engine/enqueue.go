@@ -46,7 +46,7 @@ func (g *Ingester) Enqueue(ctx context.Context, req EnqueueRequest) (*Job, error
 	}
 	job, err := g.store.EnqueueJob(ctx, &EnqueueJobParams{
 		Job: CreateJobParams{UserID: req.UserID, Pipeline: pl.Name, Name: req.Name, Source: req.Source,
-			SourceRef: req.SourceRef, Priority: req.Priority + pl.Priority, MaxAttempts: pl.MaxLeaseAttempts(), Now: g.clock.Now()},
+			SourceRef: req.SourceRef, Priority: req.Priority + pl.Priority, MaxAttempts: pl.MaxLeaseAttempts(), RequestCap: pl.MaxRequestsPerJob, Now: g.clock.Now()},
 		Items: items,
 	})
 	if err != nil {

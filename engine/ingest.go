@@ -152,7 +152,7 @@ func (g *Ingester) IngestCSV(ctx context.Context, req IngestRequest) (*IngestRes
 	start := g.clock.Now()
 	job, err := g.store.CreateJob(ctx, &CreateJobParams{
 		UserID: req.UserID, Pipeline: pl.Name, Name: req.Name, Source: req.Source, SourceRef: req.SourceRef,
-		FileID: req.FileID, Priority: req.Priority + pl.Priority, MaxAttempts: pl.MaxLeaseAttempts(), Now: start,
+		FileID: req.FileID, Priority: req.Priority + pl.Priority, MaxAttempts: pl.MaxLeaseAttempts(), RequestCap: pl.MaxRequestsPerJob, Now: start,
 	})
 	if err != nil {
 		return nil, err

@@ -119,7 +119,13 @@ type Job struct {
 	Counts     ItemCounts `json:"counts"`
 	// MaxAttempts bounds how often the reaper gives an item back after its
 	// lease expired (a worker died holding it).
-	MaxAttempts   int        `json:"maxAttempts"`
+	MaxAttempts int `json:"maxAttempts"`
+	// Requests counts the attempts that ran (the spending cap counts them).
+	Requests int64 `json:"requests"`
+	// RequestLimit is the spending cap in force (0 = none): the job is
+	// PAUSED when Requests reaches it; resuming raises it by RequestCap.
+	RequestLimit  int64      `json:"requestLimit,omitempty"`
+	RequestCap    int64      `json:"requestCap,omitempty"`
 	LastError     string     `json:"lastError,omitempty"`
 	CreatedAt     time.Time  `json:"createdAt"`
 	UpdatedAt     time.Time  `json:"updatedAt"`

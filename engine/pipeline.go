@@ -28,8 +28,12 @@ type Pipeline struct {
 	Stages      []Stage     `json:"stages"`
 	Retry       RetryPolicy `json:"retry,omitzero"`
 	// Priority is given to the jobs of this pipeline (higher runs first).
-	Priority  int       `json:"priority,omitempty"`
-	UpdatedAt time.Time `json:"updatedAt,omitzero"`
+	Priority int `json:"priority,omitempty"`
+	// MaxRequestsPerJob is the spending cap: a job of this pipeline is
+	// PAUSED, with the reason, once this many attempts ran; resuming it
+	// grants as many again. 0 = no cap.
+	MaxRequestsPerJob int64     `json:"maxRequestsPerJob,omitempty"`
+	UpdatedAt         time.Time `json:"updatedAt,omitzero"`
 }
 
 var pipelineName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
@@ -77,6 +81,9 @@ func (p *Pipeline) Validate(reg *Registry) error {
 				return err
 			}
 		}
+	}
+	if p.MaxRequestsPerJob < 0 {
+		return Errorf(EINVALID, "maxRequestsPerJob: must be ≥ 0 (0 = no cap)")
 	}
 	return p.Retry.validate("retry")
 }

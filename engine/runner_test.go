@@ -212,3 +212,18 @@ func TestRunnerProcessorPanicFailsOnlyItsItem(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerSpendingCapPausesJob: a pipeline's maxRequestsPerJob pauses its
+// job after exactly that many attempts, with the reason.
+func TestRunnerSpendingCapPausesJob(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	putPipeline(t, s, &engine.Pipeline{Name: "capped", MaxRequestsPerJob: 5, Stages: []engine.Stage{{Processor: "noop"}}})
+	job := enqueue(t, newIngester(t, s, nil), "capped", 20)
+	drain(t, s, engine.RunnerConfig{})
+	got := getJob(t, s, job.ID)
+	require.Equal(t, engine.JobPaused, got.State)
+	require.Equal(t, engine.ItemCounts{Done: 5, Pending: 15}, got.Counts)
+	require.Equal(t, int64(5), got.Requests)
+	require.Contains(t, got.LastError, "spending cap reached")
+}

@@ -57,7 +57,8 @@ type Store interface {
 	ListJobs(ctx context.Context, p *ListJobsParams) ([]*Job, error)
 	// SetJobState performs a person's transition (pause, resume, cancel):
 	// it succeeds only from one of p.From, else ECONFLICT. A job resumed
-	// (To QUEUED) with no PENDING or PROCESSING item left becomes DONE.
+	// (To QUEUED) with no PENDING or PROCESSING item left becomes DONE; a
+	// job resumed at its request limit gets another RequestCap.
 	SetJobState(ctx context.Context, p *SetJobStateParams) (*Job, error)
 	// DeleteJob removes a job with its items and attempts and returns the
 	// removed job's stored file, if any, for the caller to delete.
@@ -65,12 +66,15 @@ type Store interface {
 
 	// ClaimItems claims up to p.Limit due PENDING items of runnable jobs in
 	// one write transaction, fairly across jobs, and returns them
-	// PROCESSING with the lease set and attempts incremented.
+	// PROCESSING with the lease set and attempts incremented. A job with a
+	// request limit never has more items claimed than its remaining budget.
 	ClaimItems(ctx context.Context, p *ClaimItemsParams) ([]*Item, error)
 	// CompleteItems writes the outcomes of many attempts in one
 	// transaction, with the job counters and attempt records. An outcome
 	// whose item is no longer PROCESSING under the same lease (same worker
-	// and attempt) is not applied and is reported as stale.
+	// and attempt) is not applied and is reported as stale. Every applied
+	// outcome counts as a request of its job; a job that reaches its
+	// request limit with work left is PAUSED with the reason.
 	CompleteItems(ctx context.Context, p *CompleteItemsParams) (*CompleteItemsResult, error)
 	// ReleaseItems gives back items the worker claimed but never started
 	// (it is stopping): PENDING and due now, the claim's attempt not
@@ -154,7 +158,9 @@ type CreateJobParams struct {
 	FileID      int64
 	Priority    int
 	MaxAttempts int
-	Now         time.Time
+	// RequestCap is the pipeline's spending cap (0 = none).
+	RequestCap int64
+	Now        time.Time
 }
 
 // EnqueueJobParams are the arguments of Store.EnqueueJob.

@@ -20,7 +20,9 @@ const (
 	// Only jobs with a due item compete for the claim's shares: jobs whose
 	// pending items are all retries scheduled for later would otherwise
 	// take the slots (by priority) and claim nothing.
-	claimJobsSQL = `SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
+	claimJobsSQL = `SELECT id, request_limit, attempts, processing_items FROM jobs
+		WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
+		AND (request_limit = 0 OR attempts + processing_items < request_limit)
 		AND EXISTS (SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_items.job_id = jobs.id AND status = 'PENDING' AND updated_at <= ?1)
 		ORDER BY priority DESC, claim_ticket, id LIMIT ?2`
@@ -55,13 +57,19 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			return err
 		}
 		var jobs []int64
+		// budget: how many more items a job with a spending cap may have
+		// claimed (its limit less what ran and what is running).
+		budget := map[int64]int{}
 		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
+			var id, limit, requests, processing int64
+			if err := rows.Scan(&id, &limit, &requests, &processing); err != nil {
 				rows.Close()
 				return err
 			}
 			jobs = append(jobs, id)
+			if limit > 0 {
+				budget[id] = int(limit - requests - processing)
+			}
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
@@ -76,6 +84,9 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 		remaining := p.Limit
 		full := make([]int64, 0, len(jobs))
 		claimJob := func(jobID int64, limit int) (int, error) {
+			if b, capped := budget[jobID]; capped {
+				limit = min(limit, b)
+			}
 			if limit <= 0 {
 				return 0, nil
 			}
@@ -99,6 +110,9 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return err
 			}
 			remaining -= n
+			if b, capped := budget[jobID]; capped {
+				budget[jobID] = b - n
+			}
 			if n == share {
 				full = append(full, jobID)
 			}
@@ -113,6 +127,9 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return err
 			}
 			remaining -= n
+			if b, capped := budget[jobID]; capped {
+				budget[jobID] = b - n
+			}
 		}
 		return nil
 	})

@@ -42,6 +42,8 @@ var attemptManySQL = attemptInsertSQL(attemptsPerInsert)
 // jobDelta accumulates counter changes of one job within a transaction.
 type jobDelta struct {
 	counts engine.ItemCounts
+	// requests is how many attempts ran (the spending cap counts them).
+	requests int64
 }
 
 // CompleteItems applies many outcomes in one transaction.
@@ -90,6 +92,7 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 			}
 			d.counts.Processing--
 			d.counts.Add(o.Status, 1)
+			d.requests++
 			started := o.StartedAt
 			if started.IsZero() {
 				started = p.Now
@@ -128,24 +131,32 @@ func applyDeltas(ctx context.Context, tx *sql.Tx, deltas map[int64]*jobDelta, no
 	var finished []int64
 	for _, id := range ids {
 		c := deltas[id].counts
-		var pending, processing int64
+		var pending, processing, requests, limit int64
 		var state string
 		err := tx.QueryRowContext(ctx, `UPDATE jobs SET pending_items = pending_items + ?, processing_items = processing_items + ?,
 				done_items = done_items + ?, error_items = error_items + ?, not_found_items = not_found_items + ?,
-				skipped_items = skipped_items + ?, updated_at = ?
-			WHERE id = ? RETURNING pending_items, processing_items, queue_state`,
-			c.Pending, c.Processing, c.Done, c.Error, c.NotFound, c.Skipped, now, id).Scan(&pending, &processing, &state)
+				skipped_items = skipped_items + ?, attempts = attempts + ?, updated_at = ?
+			WHERE id = ? RETURNING pending_items, processing_items, queue_state, attempts, request_limit`,
+			c.Pending, c.Processing, c.Done, c.Error, c.NotFound, c.Skipped, deltas[id].requests, now, id).
+			Scan(&pending, &processing, &state, &requests, &limit)
 		if errors.Is(err, sql.ErrNoRows) {
 			continue // the job was deleted meanwhile; its rows went with it
 		}
 		if err != nil {
 			return nil, fmt.Errorf("update counters of job %d: %w", id, err)
 		}
-		if pending == 0 && processing == 0 && (state == string(engine.JobQueued) || state == string(engine.JobRunning)) {
+		runnable := state == string(engine.JobQueued) || state == string(engine.JobRunning)
+		switch {
+		case runnable && pending == 0 && processing == 0:
 			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = 'DONE', finished_at = ? WHERE id = ?`, now, id); err != nil {
 				return nil, fmt.Errorf("finish job %d: %w", id, err)
 			}
 			finished = append(finished, id)
+		case runnable && limit > 0 && requests >= limit && pending > 0:
+			reason := fmt.Sprintf("spending cap reached: %d requests (the pipeline's maxRequestsPerJob); resume to allow more", requests)
+			if _, err := tx.ExecContext(ctx, `UPDATE jobs SET queue_state = 'PAUSED', last_error = ? WHERE id = ?`, reason, id); err != nil {
+				return nil, fmt.Errorf("pause job %d: %w", id, err)
+			}
 		}
 	}
 	return finished, nil

@@ -12,7 +12,8 @@ import (
 
 const jobColumns = `id, user_id, pipeline, name, source, source_ref, file_id, queue_state, priority,
 	total_items, pending_items, processing_items, done_items, error_items, not_found_items, skipped_items,
-	max_attempts, last_error, created_at, updated_at, started_at, finished_at, last_heartbeat`
+	max_attempts, last_error, created_at, updated_at, started_at, finished_at, last_heartbeat,
+	attempts, request_limit, request_cap`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -25,7 +26,7 @@ func scanJob(sc scanner) (*engine.Job, error) {
 	err := sc.Scan(&j.ID, &j.UserID, &j.Pipeline, &j.Name, &j.Source, &srcRef, &fileID, &state, &j.Priority,
 		&j.TotalItems, &j.Counts.Pending, &j.Counts.Processing, &j.Counts.Done, &j.Counts.Error,
 		&j.Counts.NotFound, &j.Counts.Skipped, &j.MaxAttempts, &lastErr, &created, &updated,
-		&started, &finished, &hb)
+		&started, &finished, &hb, &j.Requests, &j.RequestLimit, &j.RequestCap)
 	if err != nil {
 		return nil, err
 	}
@@ -271,8 +272,11 @@ func (s *Store) SetJobState(ctx context.Context, p *engine.SetJobStateParams) (*
 		args = append(args, ms(p.Now))
 	case p.To == engine.JobQueued:
 		// Resuming a job whose last items finished while it was paused:
-		// nothing would ever finish it, so it is DONE now.
-		state = `CASE WHEN pending_items = 0 AND processing_items = 0 THEN 'DONE' ELSE ? END`
+		// nothing would ever finish it, so it is DONE now. A job paused at
+		// its spending cap gets another cap's worth of requests.
+		state = `CASE WHEN pending_items = 0 AND processing_items = 0 THEN 'DONE' ELSE ? END,
+			request_limit = CASE WHEN request_limit > 0 AND attempts >= request_limit THEN attempts + request_cap ELSE request_limit END,
+			last_error = NULL`
 		finished = "CASE WHEN pending_items = 0 AND processing_items = 0 THEN ? ELSE finished_at END"
 		args = append(args, ms(p.Now))
 	}
@@ -364,8 +368,8 @@ func placeholders(n int) string {
 }
 
 const insertJobSQL = `INSERT INTO jobs (user_id, pipeline, name, source, source_ref, file_id, queue_state,
-		priority, max_attempts, last_heartbeat, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?) RETURNING id`
+		priority, max_attempts, request_cap, request_limit, last_heartbeat, created_at, updated_at)
+	VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 // insertJobRow inserts a job row in state INGESTING and returns its id.
 func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int64, error) {
@@ -384,6 +388,6 @@ func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJo
 	var id int64
 	err := tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 		p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
-		ms(p.Now), ms(p.Now), ms(p.Now)).Scan(&id)
+		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now)).Scan(&id)
 	return id, err
 }

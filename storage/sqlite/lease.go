@@ -77,6 +77,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (in
 			}
 			d.counts.Processing--
 			d.counts.Add(status, 1)
+			d.requests++ // the lost attempt may well have made its request
 			moved++
 		}
 		_, err = applyDeltas(ctx, tx, deltas, now)

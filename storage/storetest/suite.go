@@ -47,6 +47,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"scan", scanTests},
 		{"reprocess", reprocessTests},
 		{"delete", deleteTests},
+		{"cap", capTests},
 		{"concurrency", concurrencyTests},
 	}
 	for _, g := range groups {

@@ -69,8 +69,12 @@ CREATE TABLE jobs (
     error_items      INTEGER NOT NULL DEFAULT 0,
     not_found_items  INTEGER NOT NULL DEFAULT 0,
     skipped_items    INTEGER NOT NULL DEFAULT 0,
-    attempts         INTEGER NOT NULL DEFAULT 0,
+    attempts         INTEGER NOT NULL DEFAULT 0, -- attempts that ran (requests)
     max_attempts     INTEGER NOT NULL DEFAULT 5,
+    -- Spending cap: PAUSED when attempts reach request_limit (0 = none);
+    -- resuming raises the limit by request_cap.
+    request_cap      INTEGER NOT NULL DEFAULT 0,
+    request_limit    INTEGER NOT NULL DEFAULT 0,
     last_error       TEXT,
     claim_ticket     INTEGER NOT NULL DEFAULT 0, -- round-robin fairness: larger = claimed more recently
     -- A job's items are appended in seq order by one writer, so their ids
