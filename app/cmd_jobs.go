@@ -94,6 +94,11 @@ func newJobCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(tw, "  %s\t%d\n", st, j.Counts.Get(st))
 				}
 				fmt.Fprintf(tw, "progress\t%.1f%%\n", v.Percent)
+				if j.RequestLimit > 0 {
+					fmt.Fprintf(tw, "requests\t%d of %d (spending cap %d per resume)\n", j.Requests, j.RequestLimit, j.RequestCap)
+				} else {
+					fmt.Fprintf(tw, "requests\t%d\n", j.Requests)
+				}
 				if v.ItemsPerSec > 0 {
 					fmt.Fprintf(tw, "rate\t%.0f items/s\n", v.ItemsPerSec)
 				}

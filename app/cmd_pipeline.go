@@ -29,6 +29,9 @@ policy per error class and a priority are optional:
     transient:   {maxAttempts: 5, delays: [1s, 5s, 30s, 2m]}
     rateLimited: {maxAttempts: 20}
     notFound:    {maxAttempts: 2, delays: [30s]}
+maxRequestsPerJob caps the attempts one job may make (a spending cap for paid
+APIs): the job pauses with the reason when it is reached; resume grants as
+many again.
 Applying bumps the pipeline's version; running workers pick it up within seconds.`,
 		Args: exactArgs(1, "one FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error {
