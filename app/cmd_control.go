@@ -167,7 +167,7 @@ var stateChanges = map[string]struct {
 }{
 	"pause":  {[]engine.JobState{engine.JobQueued, engine.JobRunning}, engine.JobPaused, "Stop handing out a job's items (in-flight items finish)"},
 	"resume": {[]engine.JobState{engine.JobPaused}, engine.JobQueued, "Let a paused job's items be processed again"},
-	"cancel": {[]engine.JobState{engine.JobQueued, engine.JobRunning, engine.JobPaused}, engine.JobCanceled, "Stop a job for good (reprocess can revive it)"},
+	"cancel": {[]engine.JobState{engine.JobQueued, engine.JobRunning, engine.JobPaused}, engine.JobCanceled, "Stop a job: items not yet run become SKIPPED (canceled); running ones finish"},
 }
 
 func newStateCmd(g *globals, verb string) *cobra.Command {

@@ -58,7 +58,9 @@ type Store interface {
 	// SetJobState performs a person's transition (pause, resume, cancel):
 	// it succeeds only from one of p.From, else ECONFLICT. A job resumed
 	// (To QUEUED) with no PENDING or PROCESSING item left becomes DONE; a
-	// job resumed at its request limit gets another RequestCap.
+	// job resumed at its request limit gets another RequestCap. Canceling
+	// turns the job's PENDING items into SKIPPED with reason "canceled";
+	// items running then finish and keep their outcome.
 	SetJobState(ctx context.Context, p *SetJobStateParams) (*Job, error)
 	// DeleteJob removes a job with its items and attempts and returns the
 	// removed job's stored file, if any, for the caller to delete.

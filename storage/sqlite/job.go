@@ -290,7 +290,13 @@ func (s *Store) SetJobState(ctx context.Context, p *engine.SetJobStateParams) (*
 		if err != nil {
 			return err
 		}
-		return expectOne(ctx, tx, res, p.JobID, strings.ToLower("set "+string(p.To)+" on"))
+		if err := expectOne(ctx, tx, res, p.JobID, strings.ToLower("set "+string(p.To)+" on")); err != nil {
+			return err
+		}
+		if p.To == engine.JobCanceled {
+			return skipPending(ctx, tx, p.JobID, "canceled", ms(p.Now))
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err
@@ -390,4 +396,22 @@ func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJo
 		p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
 		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now)).Scan(&id)
 	return id, err
+}
+
+// skipPending turns a job's PENDING items into SKIPPED with a reason, with
+// the counters, in the caller's transaction (a canceled job's items that
+// never ran). Items running now finish and keep their outcome.
+func skipPending(ctx context.Context, tx *sql.Tx, jobID int64, reason string, now int64) error {
+	r, err := tx.ExecContext(ctx, `UPDATE job_items SET status = 'SKIPPED', last_error = ?, last_error_code = NULL, updated_at = ?
+		WHERE job_id = ? AND status = 'PENDING'`, reason, now, jobID)
+	if err != nil {
+		return err
+	}
+	n, _ := r.RowsAffected()
+	if n == 0 {
+		return nil
+	}
+	_, err = tx.ExecContext(ctx, `UPDATE jobs SET pending_items = pending_items - ?, skipped_items = skipped_items + ? WHERE id = ?`,
+		n, n, jobID)
+	return err
 }

@@ -179,7 +179,8 @@ func testClaimOnlyRunnableJobs(t *testing.T, e *env) {
 	require.Empty(t, e.claim("w1", 100))
 	e.requireCounts(failed.ID, engine.ItemCounts{})
 	require.Empty(t, e.items(failed.ID), "a failed job keeps no rows")
-	for _, j := range []*engine.Job{ingesting, paused, canceled, done} {
+	e.requireCounts(canceled.ID, engine.ItemCounts{Skipped: 3})
+	for _, j := range []*engine.Job{ingesting, paused, done} {
 		e.requireCounts(j.ID, engine.ItemCounts{Pending: 3})
 		for _, it := range e.items(j.ID) {
 			require.Equal(t, engine.ItemPending, it.Status)

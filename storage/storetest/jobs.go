@@ -207,7 +207,9 @@ func testSetJobStateConflict(t *testing.T, e *env) {
 
 // testCancelJob: canceling sets FinishedAt; a canceled job cannot be paused.
 func testCancelJob(t *testing.T, e *env) {
-	j := e.queuedJob(2)
+	j := e.queuedJob(3)
+	running := e.claim("w1", 1)
+	require.Len(t, running, 1)
 	e.advance(5 * time.Second)
 	c, err := e.s.SetJobState(e.ctx, &engine.SetJobStateParams{
 		JobID: j.ID, From: []engine.JobState{engine.JobQueued, engine.JobRunning, engine.JobPaused}, To: engine.JobCanceled, Now: e.now(),
@@ -222,5 +224,19 @@ func testCancelJob(t *testing.T, e *env) {
 		JobID: j.ID, From: []engine.JobState{engine.JobQueued, engine.JobRunning}, To: engine.JobPaused, Now: e.now(),
 	})
 	requireConflict(t, err)
+	require.Equal(t, engine.JobCanceled, e.job(j.ID).State)
+
+	// The items that had not run are SKIPPED with the reason; the running
+	// one finishes and its outcome is kept.
+	e.requireCounts(j.ID, engine.ItemCounts{Processing: 1, Skipped: 2})
+	for _, it := range e.items(j.ID) {
+		if it.ID != running[0].ID {
+			require.Equal(t, engine.ItemSkipped, it.Status)
+			require.Equal(t, "canceled", it.LastError)
+		}
+	}
+	require.Empty(t, e.claim("w2", 10))
+	e.completeAll("w1", running, engine.ItemDone)
+	e.requireCounts(j.ID, engine.ItemCounts{Done: 1, Skipped: 2})
 	require.Equal(t, engine.JobCanceled, e.job(j.ID).State)
 }
