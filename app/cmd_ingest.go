@@ -65,14 +65,9 @@ With --wait, workers run in this process until these jobs finish.`,
 				}
 				opts.Delimiter = r
 			}
-			for _, f := range args {
-				st, err := os.Stat(f)
-				if err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
-				if st.IsDir() {
-					return usagef("%s is a directory, not a file", f)
-				}
+			files, images, err := splitInputs(args)
+			if err != nil {
+				return err
 			}
 			ctx, env, err := g.env(cmd)
 			if err != nil {
@@ -86,7 +81,7 @@ With --wait, workers run in this process until these jobs finish.`,
 			var outs []ingestOut
 			var firstErr error
 			failed := 0
-			for _, f := range args {
+			for _, f := range files {
 				o, err := ingestFile(ctx, ing, f, pipeline, sheet, opts)
 				outs = append(outs, o)
 				if err != nil {
@@ -108,8 +103,24 @@ With --wait, workers run in this process until these jobs finish.`,
 					break // e.g. no such pipeline: the next files would fail the same way
 				}
 			}
-			if failed > 0 && len(args) > 1 {
-				firstErr = fmt.Errorf("%d of %d files failed (first: %s)", failed, len(args), engine.ErrorMessage(firstErr))
+			if len(images) > 0 {
+				imgPipeline := pipeline
+				if !cmd.Flags().Changed("pipeline") {
+					imgPipeline = ImagePipeline
+				}
+				o, err := ingestImages(ctx, ing, images, imgPipeline)
+				outs = append(outs, o)
+				if err != nil {
+					failed++
+					if firstErr == nil {
+						firstErr = err
+					}
+				} else if !asJSON {
+					fmt.Fprintf(g.stdout, "job %d: %d images (%s)\n", o.JobID, o.Items, o.State)
+				}
+			}
+			if inputs := len(files) + min(len(images), 1); failed > 0 && inputs > 1 {
+				firstErr = fmt.Errorf("%d of %d jobs failed (first: %s)", failed, inputs, engine.ErrorMessage(firstErr))
 			}
 			if wait && firstErr == nil {
 				if err := waitForJobs(ctx, env, outs, concurrency); err != nil {
@@ -222,3 +233,22 @@ func waitForJobs(ctx context.Context, env *Env, outs []ingestOut, concurrency in
 }
 
 func defaultCSV() tabular.Options { return tabular.Options{} }
+
+// ingestImages makes one job of all the images given.
+func ingestImages(ctx context.Context, ing *engine.Ingester, images []engine.ImageFile, pipeline string) (ingestOut, error) {
+	name := fmt.Sprintf("%d images", len(images))
+	if len(images) == 1 {
+		name = images[0].Name
+	}
+	out := ingestOut{File: name}
+	start := time.Now()
+	res, err := ing.IngestImages(ctx, engine.IngestRequest{Pipeline: pipeline, Name: name, Source: "manual"}, images)
+	out.Seconds = time.Since(start).Seconds()
+	if res != nil && res.Job != nil {
+		out.JobID, out.Items, out.State = res.Job.ID, res.Rows, string(res.Job.State)
+	}
+	if err != nil {
+		out.Error = engine.ErrorMessage(err)
+	}
+	return out, err
+}

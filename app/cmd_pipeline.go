@@ -23,7 +23,7 @@ func newPipelineCmd(g *globals) *cobra.Command {
 		Short: "Create or update a pipeline from a YAML or JSON file",
 		Long: `Create or update a pipeline. The file is YAML or JSON; the smallest one is
   {"name":"slow","stages":[{"processor":"noop","config":{"delayMs":5}}]}
-Each stage names a processor (` + newRegistry().KindList() + `) and its config; a retry
+Each stage names a processor (` + newRegistry("").KindList() + `) and its config; a retry
 policy per error class and a priority are optional:
   retry:
     transient:   {maxAttempts: 5, delays: [1s, 5s, 30s, 2m]}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/adapt"
 	"github.com/sluicehq/sluice/engine/httpproc"
+	"github.com/sluicehq/sluice/engine/imageproc"
 	"github.com/sluicehq/sluice/storage/sqlite"
 )
 
@@ -164,13 +165,34 @@ func (g *globals) open(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", g.data, err)
 	}
-	return &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: newRegistry(), Tuning: tuning}, nil
+	env := &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: newRegistry(g.data), Tuning: tuning}
+	if err := env.ensureBuiltins(ctx); err != nil {
+		store.Close()
+		return nil, err
+	}
+	return env, nil
 }
 
-// newRegistry returns the processors this binary offers.
-func newRegistry() *engine.Registry {
+// ensureBuiltins creates the built-in pipelines that are missing (noop
+// comes with the schema; image needs the image processor of this binary).
+func (e *Env) ensureBuiltins(ctx context.Context) error {
+	_, err := e.Store.GetPipeline(ctx, ImagePipeline)
+	if err == nil || !engine.IsNotFound(err) {
+		return err
+	}
+	_, err = e.Store.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: &engine.Pipeline{
+		Name: ImagePipeline, Description: "built-in: format, size, EXIF, hashes and a thumbnail per image",
+		Stages: []engine.Stage{{Processor: "image"}},
+	}, Now: time.Now()})
+	return err
+}
+
+// newRegistry returns the processors this binary offers; thumbnails go
+// under the data directory.
+func newRegistry(data string) *engine.Registry {
 	reg := engine.NewRegistry()
 	reg.Register(httpproc.Kind, httpproc.New)
+	reg.Register("image", imageproc.New(imageproc.Config{ThumbDir: filepath.Join(data, "thumbs")}))
 	return reg
 }
 
