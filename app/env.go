@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/adapt"
+	"github.com/sluicehq/sluice/engine/hostlimit"
 	"github.com/sluicehq/sluice/engine/httpproc"
 	"github.com/sluicehq/sluice/engine/imageproc"
 	"github.com/sluicehq/sluice/storage/sqlite"
@@ -191,7 +192,8 @@ func (e *Env) ensureBuiltins(ctx context.Context) error {
 // under the data directory.
 func newRegistry(data string) *engine.Registry {
 	reg := engine.NewRegistry()
-	reg.Register(httpproc.Kind, httpproc.New)
+	// One limiter per process: every http stage to a host shares its pace.
+	reg.Register(httpproc.Kind, httpproc.NewFactory(hostlimit.New(hostlimit.Config{})))
 	reg.Register("image", imageproc.New(imageproc.Config{ThumbDir: filepath.Join(data, "thumbs")}))
 	return reg
 }

@@ -41,6 +41,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/engine/hostlimit"
 )
 
 // Kind is the processor kind under which the engine registers New.
@@ -55,6 +56,23 @@ type Processor struct {
 	notFound map[int]bool
 	timeout  time.Duration
 	client   *http.Client
+	// limits paces requests per host (nil: no pacing).
+	limits *hostlimit.Limiter
+}
+
+// NewFactory returns a factory whose processors pace their requests per
+// host with limits (one Limiter per process, shared by every http stage):
+// each request waits for its host's token and concurrency slot, reports its
+// outcome, and a 429's Retry-After pauses the host for every worker.
+func NewFactory(limits *hostlimit.Limiter) engine.Factory {
+	return func(config json.RawMessage) (engine.Processor, error) {
+		p, err := New(config)
+		if err != nil {
+			return nil, err
+		}
+		p.(*Processor).limits = limits
+		return p, nil
+	}
 }
 
 // New builds an http processor from its stage configuration (an
@@ -134,13 +152,33 @@ func (p *Processor) Process(ctx context.Context, t *engine.Task) (json.RawMessag
 	}
 	req.Header.Set("Traceparent", d.Traceparent)
 
+	host := req.URL.Host
+	release := func(hostlimit.Outcome) {}
+	if p.limits != nil {
+		rel, err := p.limits.Acquire(ctx, host)
+		if err != nil {
+			return nil, fail(engine.ClassTransient, 0, fmt.Errorf("waiting for a request slot for %s: %w", host, err))
+		}
+		release = rel
+	}
 	start := time.Now()
 	resp, err := p.client.Do(req)
 	if err != nil {
 		d.DurationMs = millis(time.Since(start))
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			release(hostlimit.Timeout)
+		} else {
+			release(hostlimit.NetworkError)
+		}
 		return nil, fail(engine.ClassTransient, 0, p.sendError(ctx, err))
 	}
 	defer resp.Body.Close()
+	release(hostlimit.OutcomeForStatus(resp.StatusCode))
+	if resp.StatusCode == http.StatusTooManyRequests && p.limits != nil {
+		if after, ok := ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now()); ok && after > 0 {
+			p.limits.RetryAfter(host, after)
+		}
+	}
 	d.Status = resp.StatusCode
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBytes+1))
 	d.DurationMs = millis(time.Since(start))
