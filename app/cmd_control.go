@@ -42,9 +42,9 @@ spreadsheet would run as formulas are neutralised with a leading quote.
 			if st, err := os.Stat(output); err == nil && st.IsDir() {
 				return usagef("-o: %s is a directory; name a file", output)
 			}
-			sts, err := engine.ParseItemStatuses(statuses)
+			sts, err := statusFlag(statuses)
 			if err != nil {
-				return usagef("--status: %s", engine.ErrorMessage(err))
+				return err
 			}
 			ctx, env, err := g.env(cmd)
 			if err != nil {
@@ -119,9 +119,9 @@ touched. The job goes back to QUEUED.`,
 			if err != nil {
 				return err
 			}
-			sts, err := engine.ParseItemStatuses(statuses)
+			sts, err := statusFlag(statuses)
 			if err != nil {
-				return usagef("--status: %s", engine.ErrorMessage(err))
+				return err
 			}
 			var ids []int64
 			for _, s := range strings.Split(items, ",") {

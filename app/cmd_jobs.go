@@ -166,9 +166,9 @@ page at a time. The listing prints the cursor of the next page; pass it with
 			if err != nil {
 				return err
 			}
-			sts, err := engine.ParseItemStatuses(statuses)
+			sts, err := statusFlag(statuses)
 			if err != nil {
-				return usagef("--status: %s", engine.ErrorMessage(err))
+				return err
 			}
 			cur, err := engine.DecodeCursor(after)
 			if err != nil {

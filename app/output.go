@@ -19,6 +19,16 @@ func writeJSON(w io.Writer, v any) error {
 
 func table(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 0, 4, 2, ' ', 0) }
 
+// statusFlag parses a --status value such as "ERROR,NOT_FOUND"; a bad
+// name is a usage error.
+func statusFlag(v string) ([]engine.ItemStatus, error) {
+	sts, err := engine.ParseItemStatuses(v)
+	if err != nil {
+		return nil, usagef("--status: %s", engine.ErrorMessage(err))
+	}
+	return sts, nil
+}
+
 func parseID(s, what string) (int64, error) {
 	id, err := strconv.ParseInt(s, 10, 64)
 	if err != nil || id <= 0 {
