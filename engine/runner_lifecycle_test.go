@@ -212,3 +212,23 @@ func TestRunnerReleasesUnstartedItemsOnStop(t *testing.T) {
 		}
 	}
 }
+
+// TestRunnerRenewsLeasesOfLongItems: an item that runs several times longer
+// than its lease keeps it (the runner renews it), so the reaper never hands
+// it out again: one attempt, no stale outcome.
+func TestRunnerRenewsLeasesOfLongItems(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	putPipeline(t, s, noopPipeline("long", `{"delayMs":1500}`))
+	job := enqueue(t, newIngester(t, s, nil), "long", 1)
+	sum := drain(t, s, engine.RunnerConfig{
+		Concurrency:  1,
+		Lease:        adapt.LeaseConfig{Floor: 200 * time.Millisecond, Cap: 300 * time.Millisecond},
+		ReapInterval: 50 * time.Millisecond,
+	})
+	require.Zero(t, sum.Stale, "no outcome lost its lease")
+	require.Zero(t, sum.Reaped, "the reaper took nothing")
+	it := scanItems(t, s, job.ID)[0]
+	require.Equal(t, engine.ItemDone, it.Status)
+	require.Equal(t, 1, it.Attempts)
+}
