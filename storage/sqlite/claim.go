@@ -218,7 +218,9 @@ func (s *Store) ChangeCounter(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// QueueSummary reports what is left to do.
+// QueueSummary reports what is left to do. DONE and FAILED jobs hold no
+// pending or processing items, so only the others are read (by the state
+// index, not the whole history of jobs).
 func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueSummary, error) {
 	var q engine.QueueSummary
 	var pending int64
@@ -227,7 +229,7 @@ func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueS
 			COALESCE(SUM(CASE WHEN queue_state IN ('QUEUED', 'RUNNING') THEN pending_items END), 0),
 			COALESCE(SUM(processing_items), 0),
 			COALESCE(SUM(queue_state = 'INGESTING'), 0)
-		FROM jobs`).Scan(&pending, &q.Processing, &q.Ingesting)
+		FROM jobs WHERE queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED', 'CANCELED')`).Scan(&pending, &q.Processing, &q.Ingesting)
 	if err != nil {
 		return nil, fmt.Errorf("queue summary: %w", err)
 	}

@@ -90,6 +90,9 @@ CREATE TABLE jobs (
 );
 CREATE INDEX jobs_user_created ON jobs (user_id, created_at);
 CREATE INDEX jobs_runnable ON jobs (queue_state, priority, claim_ticket);
+-- Each claim takes MAX(claim_ticket): an index keeps that a lookup however
+-- many finished jobs the table holds.
+CREATE INDEX jobs_claim_ticket ON jobs (claim_ticket);
 
 CREATE TABLE job_items (
     id               INTEGER PRIMARY KEY AUTOINCREMENT,
