@@ -42,35 +42,17 @@ func fillCells(cells []string, it *engine.Item, cols []Column) error {
 			cells[i] = ""
 		}
 	}
-	iter, ok, err := newObjectIter(string(it.Result))
-	if err != nil {
-		return itemError(it, err)
-	}
-	if !ok {
-		return nil
-	}
 	hint := 0
-	for {
-		rawKey, value, spaced, more, err := iter.next()
-		if err != nil {
-			return itemError(it, err)
-		}
-		if !more {
-			return nil
-		}
-		k, err := unquote(rawKey)
-		if err != nil {
-			return itemError(it, err)
-		}
+	return eachResultField(it, func(k, value string, spaced bool) error {
 		j := findColumn(cols, k, hint)
 		if j < 0 {
-			continue
+			return nil
 		}
 		hint = j + 1
-		if cells[j], err = valueText(value, spaced); err != nil {
-			return itemError(it, err)
-		}
-	}
+		var err error
+		cells[j], err = valueText(value, spaced)
+		return err
+	})
 }
 
 // findColumn returns the index of the column that shows result key k, or -1.

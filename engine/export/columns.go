@@ -88,32 +88,15 @@ func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		iter, ok, err := newObjectIter(string(it.Result))
-		if err != nil {
-			return itemError(it, err)
-		}
-		if !ok {
-			return nil
-		}
-		for {
-			rawKey, _, _, more, err := iter.next()
-			if err != nil {
-				return itemError(it, err)
-			}
-			if !more {
-				return nil
-			}
-			k, err := unquote(rawKey)
-			if err != nil {
-				return itemError(it, err)
-			}
+		return eachResultField(it, func(k, _ string, _ bool) error {
 			if _, dup := seen[k]; dup {
-				continue
+				return nil
 			}
 			k = strings.Clone(k) // k may point into the whole Result
 			seen[k] = struct{}{}
 			cols = append(cols, resultColumn(k))
-		}
+			return nil
+		})
 	})
 	if err != nil {
 		return nil, err

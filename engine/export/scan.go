@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // errNotObject reports a Result that is valid JSON but neither an object nor
@@ -309,5 +311,34 @@ func valueText(v string, spaced bool) (string, error) {
 		return buf.String(), nil
 	default: // numbers as written, true, false
 		return v, nil
+	}
+}
+
+// eachResultField calls fn for every key of an item's Result object, in
+// text order, with the raw value; a Result that is null or absent has none.
+// Errors (malformed JSON, or fn's) name the item.
+func eachResultField(it *engine.Item, fn func(key, value string, spaced bool) error) error {
+	iter, ok, err := newObjectIter(string(it.Result))
+	if err != nil {
+		return itemError(it, err)
+	}
+	if !ok {
+		return nil
+	}
+	for {
+		rawKey, value, spaced, more, err := iter.next()
+		if err != nil {
+			return itemError(it, err)
+		}
+		if !more {
+			return nil
+		}
+		k, err := unquote(rawKey)
+		if err != nil {
+			return itemError(it, err)
+		}
+		if err := fn(k, value, spaced); err != nil {
+			return itemError(it, err)
+		}
 	}
 }
