@@ -11,7 +11,7 @@ import (
 // renewLoop extends the leases of items still in hand (running or waiting
 // in the local queue) before they expire.
 func (r *Runner) renewLoop(ctx context.Context) {
-	every := max(r.cfg.Lease.Floor/4, 100*time.Millisecond)
+	every := max(r.cfg.Lease.Floor/4, 50*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {

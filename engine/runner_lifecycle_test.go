@@ -219,11 +219,13 @@ func TestRunnerReleasesUnstartedItemsOnStop(t *testing.T) {
 func TestRunnerRenewsLeasesOfLongItems(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
-	putPipeline(t, s, noopPipeline("long", `{"delayMs":1500}`))
+	// The item runs about four leases long. The lease is long enough that a
+	// loaded machine (CI runs every package at once) still renews in time.
+	putPipeline(t, s, noopPipeline("long", `{"delayMs":3000}`))
 	job := enqueue(t, newIngester(t, s, nil), "long", 1)
 	sum := drain(t, s, engine.RunnerConfig{
 		Concurrency:  1,
-		Lease:        adapt.LeaseConfig{Floor: 200 * time.Millisecond, Cap: 300 * time.Millisecond},
+		Lease:        adapt.LeaseConfig{Floor: 800 * time.Millisecond, Cap: 800 * time.Millisecond},
 		ReapInterval: 50 * time.Millisecond,
 	})
 	require.Zero(t, sum.Stale, "no outcome lost its lease")
