@@ -19,6 +19,7 @@ type Store interface {
 	// DefaultUser returns the local user that owns work submitted without
 	// an account (the CLI, the desktop window).
 	DefaultUser(ctx context.Context) (*User, error)
+	AccountStore
 
 	// PutPipeline creates or replaces a pipeline by name, bumping its
 	// version, and returns the stored pipeline.
@@ -119,7 +120,14 @@ type User struct {
 	Name      string    `json:"name"`
 	Role      string    `json:"role"`
 	CreatedAt time.Time `json:"createdAt"`
+	// HasPassword tells whether the account can sign in with a password.
+	HasPassword bool `json:"hasPassword"`
+	// PasswordHash is filled only by GetUser and GetUserByName.
+	PasswordHash string `json:"-"`
 }
+
+// IsAdmin reports whether the account may see and manage everything.
+func (u *User) IsAdmin() bool { return u != nil && u.Role == RoleAdmin }
 
 // File is an input file.
 type File struct {

@@ -12,18 +12,12 @@ import (
 
 // DefaultUser returns the local user (ID 1).
 func (s *Store) DefaultUser(ctx context.Context) (*engine.User, error) {
-	var u engine.User
-	var created int64
-	err := s.r.QueryRowContext(ctx, `SELECT id, name, role, created_at FROM users WHERE id = 1`).
-		Scan(&u.ID, &u.Name, &u.Role, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, notFound("user", 1)
-	}
+	u, err := s.GetUser(ctx, 1)
 	if err != nil {
 		return nil, fmt.Errorf("get default user: %w", err)
 	}
-	u.CreatedAt = fromMS(created)
-	return &u, nil
+	u.PasswordHash = ""
+	return u, nil
 }
 
 // PutPipeline creates or replaces a pipeline, bumping its version.

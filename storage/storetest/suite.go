@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"delete", deleteTests},
 		{"cap", capTests},
 		{"concurrency", concurrencyTests},
+		{"accounts", accountTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
