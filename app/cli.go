@@ -84,6 +84,7 @@ through a pipeline (retrying what failed the right way), and the results can be
 exported exactly as the grid shows them.
 
 Quick start:
+  sluice --serve                                 the server with its UI on http://127.0.0.1:8080
   sluice ingest examples/products.csv --wait     store the rows, process them
   sluice jobs                                    list jobs
   sluice items 1 --status ERROR,NOT_FOUND        look at what failed
@@ -129,7 +130,18 @@ Environment:
 		}
 	}
 
+	var sf serveFlags
+	root.Flags().BoolVar(&sf.serve, "serve", false, "run the server: workers, HTTP API and UI (see 'sluice serve --help')")
+	sf.register(root)
+	root.Args = noArgs
+	root.RunE = func(cmd *cobra.Command, _ []string) error {
+		if !sf.serve {
+			return cmd.Help()
+		}
+		return runServe(cmd, g, &sf)
+	}
 	root.AddCommand(
+		newServeCmd(g), newUserCmd(g), newAuditCmd(g),
 		newIngestCmd(g), newWorkerCmd(g), newJobsCmd(g), newJobCmd(g), newItemsCmd(g), newItemCmd(g),
 		newExportCmd(g), newReprocessCmd(g), newStateCmd(g, "pause"), newStateCmd(g, "resume"),
 		newStateCmd(g, "cancel"), newDeleteCmd(g), newPipelineCmd(g), newPipelinesCmd(g),

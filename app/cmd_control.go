@@ -158,37 +158,25 @@ touched. The job goes back to QUEUED.`,
 	return cmd
 }
 
-// stateChanges are the transitions people ask for, with the states they
-// are allowed from.
-var stateChanges = map[string]struct {
-	from  []engine.JobState
-	to    engine.JobState
-	short string
-}{
-	"pause":  {[]engine.JobState{engine.JobQueued, engine.JobRunning}, engine.JobPaused, "Stop handing out a job's items (in-flight items finish)"},
-	"resume": {[]engine.JobState{engine.JobPaused}, engine.JobQueued, "Let a paused job's items be processed again"},
-	"cancel": {[]engine.JobState{engine.JobQueued, engine.JobRunning, engine.JobPaused}, engine.JobCanceled, "Stop a job: items not yet run become SKIPPED (canceled); running ones finish"},
-}
-
 func newStateCmd(g *globals, verb string) *cobra.Command {
-	ch := stateChanges[verb]
+	ch := engine.JobControls[verb]
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   verb + " JOB_ID",
-		Short: ch.short,
+		Short: ch.Short,
 		Args:  exactArgs(1, "one job ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.withJob(cmd, args[0], func(ctx context.Context, env *Env, id int64) error {
-				j, err := env.Store.SetJobState(ctx, &engine.SetJobStateParams{JobID: id, From: ch.from, To: ch.to, Now: time.Now()})
+				j, err := env.Store.SetJobState(ctx, &engine.SetJobStateParams{JobID: id, From: ch.From, To: ch.To, Now: time.Now()})
 				if err != nil {
 					return err
 				}
 				env.Log.Debug("job state changed", "job_id", j.ID, "state", j.State, "by", verb)
-				if ch.to == engine.JobQueued {
+				if ch.To == engine.JobQueued {
 					env.Notifier.Notify()
 				}
 				if asJSON {
-					return writeJSON(g.stdout, viewJob(j, time.Now()))
+					return writeJSON(g.stdout, engine.ViewJob(j, time.Now()))
 				}
 				fmt.Fprintf(g.stdout, "job %d: %s\n", j.ID, j.State)
 				return nil

@@ -48,9 +48,9 @@ func newJobsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			if asJSON {
-				views := make([]jobView, 0, len(jobs))
+				views := make([]engine.JobView, 0, len(jobs))
 				for _, j := range jobs {
-					views = append(views, viewJob(j, time.Now()))
+					views = append(views, engine.ViewJob(j, time.Now()))
 				}
 				var next *int64
 				if len(jobs) == limit {
@@ -80,7 +80,7 @@ func newJobCmd(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				v := viewJob(j, time.Now())
+				v := engine.ViewJob(j, time.Now())
 				if asJSON {
 					return writeJSON(g.stdout, v)
 				}

@@ -1,15 +1,13 @@
 package app
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/sluicehq/sluice/app/api"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 )
 
 func newPipelineCmd(g *globals) *cobra.Command {
@@ -23,7 +21,7 @@ func newPipelineCmd(g *globals) *cobra.Command {
 		Short: "Create or update a pipeline from a YAML or JSON file",
 		Long: `Create or update a pipeline. The file is YAML or JSON; the smallest one is
   {"name":"slow","stages":[{"processor":"noop","config":{"delayMs":5}}]}
-Each stage names a processor (` + newRegistry("").KindList() + `) and its config; a retry
+Each stage names a processor (` + processorKinds() + `) and its config; a retry
 policy per error class and a priority are optional:
   retry:
     transient:   {maxAttempts: 5, delays: [1s, 5s, 30s, 2m]}
@@ -39,15 +37,9 @@ Applying bumps the pipeline's version; running workers pick it up within seconds
 			if err != nil {
 				return err
 			}
-			js, err := yaml.YAMLToJSON(raw)
+			p, err := api.ParsePipeline(raw)
 			if err != nil {
-				return engine.Errorf(engine.EINVALID, "%s: not valid YAML or JSON: %v", args[0], err)
-			}
-			var p engine.Pipeline
-			dec := json.NewDecoder(bytes.NewReader(js))
-			dec.DisallowUnknownFields()
-			if err := dec.Decode(&p); err != nil {
-				return engine.Errorf(engine.EINVALID, "%s: %v", args[0], err)
+				return engine.Errorf(engine.EINVALID, "%s: %s", args[0], engine.ErrorMessage(err))
 			}
 			ctx, env, err := g.env(cmd)
 			if err != nil {
@@ -57,7 +49,7 @@ Applying bumps the pipeline's version; running workers pick it up within seconds
 			if err := p.Validate(env.Registry); err != nil {
 				return engine.Errorf(engine.EINVALID, "%s: %s", args[0], engine.ErrorMessage(err))
 			}
-			stored, err := env.Store.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: &p, Now: time.Now()})
+			stored, err := env.Store.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: p, Now: time.Now()})
 			if err != nil {
 				return err
 			}

@@ -141,7 +141,9 @@ type Env struct {
 	Log      *slog.Logger
 	Notifier *engine.Notifier
 	Registry *engine.Registry
-	Tuning   Tuning
+	// Hosts paces every http stage of this process per host.
+	Hosts  *hostlimit.Limiter
+	Tuning Tuning
 }
 
 func (g *globals) open(ctx context.Context) (*Env, error) {
@@ -166,7 +168,8 @@ func (g *globals) open(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", g.data, err)
 	}
-	env := &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: newRegistry(g.data), Tuning: tuning}
+	reg, hosts := newRegistry(g.data)
+	env := &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: reg, Hosts: hosts, Tuning: tuning}
 	if err := env.ensureBuiltins(ctx); err != nil {
 		store.Close()
 		return nil, err
@@ -190,12 +193,13 @@ func (e *Env) ensureBuiltins(ctx context.Context) error {
 
 // newRegistry returns the processors this binary offers; thumbnails go
 // under the data directory.
-func newRegistry(data string) *engine.Registry {
+func newRegistry(data string) (*engine.Registry, *hostlimit.Limiter) {
 	reg := engine.NewRegistry()
 	// One limiter per process: every http stage to a host shares its pace.
-	reg.Register(httpproc.Kind, httpproc.NewFactory(hostlimit.New(hostlimit.Config{})))
+	hosts := hostlimit.New(hostlimit.Config{})
+	reg.Register(httpproc.Kind, httpproc.NewFactory(hosts))
 	reg.Register("image", imageproc.New(imageproc.Config{ThumbDir: filepath.Join(data, "thumbs")}))
-	return reg
+	return reg, hosts
 }
 
 // env opens the data directory for one command; the caller closes it.
@@ -238,4 +242,10 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
 		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter,
 	})
+}
+
+// processorKinds lists the processors this binary offers.
+func processorKinds() string {
+	reg, _ := newRegistry("")
+	return reg.KindList()
 }

@@ -44,41 +44,6 @@ func shortTime(t time.Time) string {
 	return t.Local().Format("2006-01-02 15:04:05")
 }
 
-// jobView is a job as the CLI and API show it: the stored job plus derived
-// progress figures.
-type jobView struct {
-	*engine.Job
-	Processed   int64   `json:"processed"`
-	Failed      int64   `json:"failed"`
-	Percent     float64 `json:"percent"`
-	ItemsPerSec float64 `json:"itemsPerSec"`
-	// ETASeconds is the estimated time left at the current rate (null when
-	// unknown).
-	ETASeconds *float64 `json:"etaSeconds"`
-}
-
-func viewJob(j *engine.Job, now time.Time) jobView {
-	v := jobView{Job: j, Processed: j.Counts.Finished(), Failed: j.Counts.Failed()}
-	if j.TotalItems > 0 {
-		v.Percent = 100 * float64(v.Processed) / float64(j.TotalItems)
-	}
-	if j.StartedAt != nil {
-		end := now
-		if j.FinishedAt != nil {
-			end = *j.FinishedAt
-		}
-		if el := end.Sub(*j.StartedAt).Seconds(); el > 0 {
-			v.ItemsPerSec = float64(j.Counts.Done+j.Counts.Error+j.Counts.NotFound) / el
-		}
-		left := j.Counts.Pending + j.Counts.Processing
-		if v.ItemsPerSec > 0 && !j.State.Terminal() {
-			eta := float64(left) / v.ItemsPerSec
-			v.ETASeconds = &eta
-		}
-	}
-	return v
-}
-
 func printJobs(w io.Writer, jobs []*engine.Job) error {
 	tw := table(w)
 	fmt.Fprintln(tw, "ID\tSTATE\tPIPELINE\tITEMS\tDONE\tERROR\tNOT_FOUND\tSKIPPED\tPENDING\tNAME\tCREATED")

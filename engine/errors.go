@@ -15,6 +15,8 @@ const (
 	EUNAUTHORIZED = "unauthorized"
 	EFORBIDDEN    = "forbidden"
 	ETOOLARGE     = "too_large"
+	ETOOMANY      = "too_many_requests"
+	EUNSUPPORTED  = "unsupported_media_type"
 )
 
 // Error is an error meant to be shown to people: a code and a message that

@@ -133,3 +133,54 @@ type Job struct {
 	FinishedAt    *time.Time `json:"finishedAt,omitempty"`
 	LastHeartbeat *time.Time `json:"lastHeartbeat,omitempty"`
 }
+
+// JobView is a job as the CLI and the API show it: the stored job plus
+// derived progress figures.
+type JobView struct {
+	*Job
+	Processed   int64   `json:"processed"`
+	Failed      int64   `json:"failed"`
+	Percent     float64 `json:"percent"`
+	ItemsPerSec float64 `json:"itemsPerSec"`
+	// ETASeconds is the estimated time left at the current rate (null when
+	// unknown).
+	ETASeconds *float64 `json:"etaSeconds"`
+}
+
+// ViewJob derives the progress figures of j at now.
+func ViewJob(j *Job, now time.Time) JobView {
+	v := JobView{Job: j, Processed: j.Counts.Finished(), Failed: j.Counts.Failed()}
+	if j.TotalItems > 0 {
+		v.Percent = 100 * float64(v.Processed) / float64(j.TotalItems)
+	}
+	if j.StartedAt != nil {
+		end := now
+		if j.FinishedAt != nil {
+			end = *j.FinishedAt
+		}
+		if el := end.Sub(*j.StartedAt).Seconds(); el > 0 {
+			v.ItemsPerSec = float64(j.Counts.Done+j.Counts.Error+j.Counts.NotFound) / el
+		}
+		left := j.Counts.Pending + j.Counts.Processing
+		if v.ItemsPerSec > 0 && !j.State.Terminal() {
+			eta := float64(left) / v.ItemsPerSec
+			v.ETASeconds = &eta
+		}
+	}
+	return v
+}
+
+// JobControl is a transition people ask for by name, with the states it is
+// allowed from.
+type JobControl struct {
+	From  []JobState
+	To    JobState
+	Short string
+}
+
+// JobControls are the transitions of pause, resume and cancel.
+var JobControls = map[string]JobControl{
+	"pause":  {[]JobState{JobQueued, JobRunning}, JobPaused, "Stop handing out a job's items (in-flight items finish)"},
+	"resume": {[]JobState{JobPaused}, JobQueued, "Let a paused job's items be processed again"},
+	"cancel": {[]JobState{JobQueued, JobRunning, JobPaused}, JobCanceled, "Stop a job: items not yet run become SKIPPED (canceled); running ones finish"},
+}

@@ -50,6 +50,9 @@ type RunnerConfig struct {
 	LookAhead time.Duration
 	// Drain makes Run return once nothing is left to do or to wait for.
 	Drain bool
+	// JobID, when set, restricts the runner to one job's items (a kickoff
+	// slice).
+	JobID int64
 	// Seed seeds the jitter of retry delays; 0 = random.
 	Seed uint64
 	// OnJobFinished, when set, is called after a job became DONE.
@@ -93,6 +96,7 @@ type runStats struct {
 	released   atomic.Int64
 	retried    atomic.Int64
 	byStatus   [6]atomic.Int64
+	byClass    sync.Map // ErrorClass → *atomic.Int64: failed attempts by class
 	firstClaim atomic.Int64 // unix ns
 	lastDone   atomic.Int64 // unix ns
 }
@@ -177,6 +181,8 @@ type RunSummary struct {
 	Claimed   int64            `json:"claimed"`
 	Completed int64            `json:"completed"`
 	ByStatus  map[string]int64 `json:"byStatus"`
+	// ByClass counts failed attempts (retried or not) by error class.
+	ByClass map[string]int64 `json:"byClass"`
 	Retried   int64            `json:"retried"`
 	Stale     int64            `json:"stale"`
 	Reaped    int64            `json:"reaped"`
@@ -198,8 +204,12 @@ func (r *Runner) Summary() *RunSummary {
 		WorkerID: r.cfg.WorkerID, Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load(),
 		Retried: r.stats.retried.Load(), Stale: r.stats.stale.Load(), Reaped: r.stats.reaped.Load(),
 		Claims: r.stats.claims.Load(), Commits: r.stats.commits.Load(), Released: r.stats.released.Load(),
-		ByStatus: map[string]int64{},
+		ByStatus: map[string]int64{}, ByClass: map[string]int64{},
 	}
+	r.stats.byClass.Range(func(k, v any) bool {
+		s.ByClass[string(k.(ErrorClass))] = v.(*atomic.Int64).Load()
+		return true
+	})
 	for i, st := range ItemStatuses {
 		if n := r.stats.byStatus[i].Load(); n > 0 {
 			s.ByStatus[string(st)] = n

@@ -131,7 +131,7 @@ func (r *Runner) claimBatch(ctx context.Context, size int) ([]*Item, error) {
 	lease := adapt.Lease(r.cfg.Lease, r.claim.AvgItem(), size, r.cfg.Concurrency)
 	now := r.clock.Now()
 	items, err := r.store.ClaimItems(ctx, &ClaimItemsParams{
-		WorkerID: r.cfg.WorkerID, Limit: size, MaxJobs: r.cfg.MaxJobsPerClaim, LeaseFor: lease, Now: now,
+		WorkerID: r.cfg.WorkerID, Limit: size, MaxJobs: r.cfg.MaxJobsPerClaim, LeaseFor: lease, Now: now, JobID: r.cfg.JobID,
 	})
 	if err != nil || len(items) == 0 {
 		return nil, err

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -71,8 +72,12 @@ func (r *Runner) flush(batch []Outcome) {
 		if stale[o.ItemID] {
 			continue
 		}
-		if o.Status == ItemPending {
+		if o.Status == ItemPending && o.NextStage == o.Stage {
 			r.stats.retried.Add(1)
+		}
+		if o.ErrorClass != "" {
+			c, _ := r.stats.byClass.LoadOrStore(o.ErrorClass, new(atomic.Int64))
+			c.(*atomic.Int64).Add(1)
 		}
 		for k, st := range ItemStatuses {
 			if st == o.Status {

@@ -244,6 +244,8 @@ type ClaimItemsParams struct {
 	MaxJobs  int
 	LeaseFor time.Duration
 	Now      time.Time
+	// JobID, when set, claims only that job's items.
+	JobID int64
 }
 
 // Outcome is the result of one attempt, for Store.CompleteItems.

@@ -23,6 +23,7 @@ const (
 	claimJobsSQL = `SELECT id, request_limit, attempts, processing_items FROM jobs
 		WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
 		AND (request_limit = 0 OR attempts + processing_items < request_limit)
+		AND (?3 = 0 OR id = ?3)
 		AND EXISTS (SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_items.job_id = jobs.id AND status = 'PENDING' AND updated_at <= ?1)
 		ORDER BY priority DESC, claim_ticket, id LIMIT ?2`
@@ -52,7 +53,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	// the fsync, which is most of an idle worker's pickup latency.
 	err := s.lightTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, now, maxJobs)
+		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, now, maxJobs, p.JobID)
 		if err != nil {
 			return err
 		}

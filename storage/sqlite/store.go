@@ -363,3 +363,9 @@ func notFound(what string, id any) error {
 }
 
 func durationUS(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// PoolStats returns the statistics of the write connection and the read
+// pool (for metrics: time spent waiting for a connection).
+func (s *Store) PoolStats() map[string]sql.DBStats {
+	return map[string]sql.DBStats{"write": s.w.Stats(), "read": s.r.Stats()}
+}

@@ -21,6 +21,24 @@ var claimTests = []subtest{
 	{"Fairness", testClaimFairness},
 	{"FairnessSmallLimit", testClaimFairnessSmallLimit},
 	{"FairnessMaxJobs", testClaimFairnessMaxJobs},
+	{"OneJob", testClaimOneJob},
+}
+
+// testClaimOneJob: a claim restricted to one job (a kickoff slice) takes
+// only that job's items, even when other jobs wait longer.
+func testClaimOneJob(t *testing.T, e *env) {
+	a := e.queuedJob(5)
+	b := e.queuedJob(5)
+	got, err := e.s.ClaimItems(e.ctx, &engine.ClaimItemsParams{WorkerID: "w1", Limit: 10, LeaseFor: time.Minute, Now: e.now(), JobID: b.ID})
+	require.NoError(t, err)
+	require.Len(t, got, 5)
+	for _, it := range got {
+		require.Equal(t, b.ID, it.JobID)
+	}
+	got, err = e.s.ClaimItems(e.ctx, &engine.ClaimItemsParams{WorkerID: "w1", Limit: 10, LeaseFor: time.Minute, Now: e.now(), JobID: b.ID})
+	require.NoError(t, err)
+	require.Empty(t, got, "nothing of the job is left; the other job is not touched")
+	require.Equal(t, int64(5), e.job(a.ID).Counts.Pending)
 }
 
 // testClaimBasic: claimed items are PROCESSING under the worker's lease,
