@@ -96,7 +96,7 @@ type runStats struct {
 	released   atomic.Int64
 	retried    atomic.Int64
 	byStatus   [6]atomic.Int64
-	byClass    sync.Map // ErrorClass → *atomic.Int64: failed attempts by class
+	byClass    sync.Map     // ErrorClass → *atomic.Int64: failed attempts by class
 	firstClaim atomic.Int64 // unix ns
 	lastDone   atomic.Int64 // unix ns
 }
@@ -183,9 +183,9 @@ type RunSummary struct {
 	ByStatus  map[string]int64 `json:"byStatus"`
 	// ByClass counts failed attempts (retried or not) by error class.
 	ByClass map[string]int64 `json:"byClass"`
-	Retried   int64            `json:"retried"`
-	Stale     int64            `json:"stale"`
-	Reaped    int64            `json:"reaped"`
+	Retried int64            `json:"retried"`
+	Stale   int64            `json:"stale"`
+	Reaped  int64            `json:"reaped"`
 	// Released counts claimed items given back unstarted at shutdown.
 	Released int64 `json:"released"`
 	// Claims and Commits count the transactions that claimed items and

@@ -235,7 +235,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *caller) error 
 		return err
 	}
 	ip := clientIP(r)
-	if !s.logins.allow("ip " + ip) || !s.logins.allow("name "+in.Name) {
+	if !s.logins.allow("ip "+ip) || !s.logins.allow("name "+in.Name) {
 		w.Header().Set("Retry-After", "6")
 		return engine.Errorf(engine.ETOOMANY, "too many sign-in attempts; wait a few seconds")
 	}

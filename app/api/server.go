@@ -34,7 +34,7 @@ type Config struct {
 	PoolStats PoolStats
 	// Registry validates pipelines.
 	Registry *engine.Registry
-	Log       *slog.Logger
+	Log      *slog.Logger
 	// DataDir is where uploads are kept (uploads/) for image jobs.
 	DataDir string
 	// MaxUploadBytes bounds one upload; default 2 GiB.
@@ -230,7 +230,9 @@ func (s *Server) authorize(rt route, r *http.Request, c *caller) error {
 	return nil
 }
 
-func safeMethod(m string) bool { return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions }
+func safeMethod(m string) bool {
+	return m == http.MethodGet || m == http.MethodHead || m == http.MethodOptions
+}
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ *caller) error {
 	return writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
