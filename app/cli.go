@@ -133,7 +133,12 @@ Environment:
 	var sf serveFlags
 	root.Flags().BoolVar(&sf.serve, "serve", false, "run the server: workers, HTTP API and UI (see 'sluice serve --help')")
 	sf.register(root)
-	root.Args = noArgs
+	root.Args = func(_ *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return usagef("unknown command %q", args[0])
+		}
+		return nil
+	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !sf.serve {
 			return cmd.Help()
