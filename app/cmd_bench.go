@@ -39,6 +39,10 @@ func newBenchCmd(g *globals) *cobra.Command {
   latency     --latency-n single-item jobs enqueued in-process 5 ms apart with an
               idle worker: enqueue call to processing start
   keyset      a 100-item page at random depths of the ingest benchmark's job
+  apipages    the same pages through GET /api/jobs/{id}/items of a 'sluice --serve'
+              child process, 4 concurrent clients
+  upload      the ingest benchmark's CSV uploaded to a 'sluice --serve' child
+              process (POST /api/jobs), against the CLI ingest time
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -47,10 +51,10 @@ Run one or some with --only ingest,keyset.`,
 			for _, s := range strings.Split(only, ",") {
 				if s = strings.TrimSpace(s); s != "" {
 					switch s {
-					case "ingest", "throughput", "latency", "keyset":
+					case "ingest", "throughput", "latency", "keyset", "apipages", "upload":
 						want[s] = true
 					default:
-						return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset)", s)
+						return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload)", s)
 					}
 				}
 			}
@@ -90,13 +94,19 @@ Run one or some with --only ingest,keyset.`,
 			if err := run("ingest", b.ingest); err != nil {
 				return err
 			}
-			if want["keyset"] && !want["ingest"] && !all {
+			if (want["keyset"] || want["apipages"] || want["upload"]) && !want["ingest"] && !all {
 				// keyset needs the ingest benchmark's database.
 				if _, err := b.ingest(ctx); err != nil {
 					return err
 				}
 			}
 			if err := run("keyset", b.keyset); err != nil {
+				return err
+			}
+			if err := run("apipages", b.apiPages); err != nil {
+				return err
+			}
+			if err := run("upload", b.upload); err != nil {
 				return err
 			}
 			if asJSON {

@@ -185,7 +185,7 @@ func inputSummary(norm json.RawMessage) string {
 		return ""
 	}
 	var b strings.Builder
-	err := eachField(norm, func(k, v string) bool {
+	err := export.EachField(norm, func(k, v string) bool {
 		if b.Len() > 0 {
 			b.WriteString(" · ")
 		}
@@ -208,40 +208,6 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n] + "…"
-}
-
-// eachField calls fn with each key and value (as text) of a JSON object in
-// order, until fn returns false.
-func eachField(obj json.RawMessage, fn func(k, v string) bool) error {
-	dec := json.NewDecoder(strings.NewReader(string(obj)))
-	dec.UseNumber()
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return fmt.Errorf("not an object")
-	}
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return err
-		}
-		var text string
-		switch x := v.(type) {
-		case string:
-			text = x
-		case nil:
-			text = ""
-		default:
-			b, _ := json.Marshal(x)
-			text = string(b)
-		}
-		if !fn(fmt.Sprint(kt), text) {
-			return nil
-		}
-	}
-	return nil
 }
 
 func toItemOut(it *engine.Item, withInput bool) itemOut {

@@ -1,0 +1,29 @@
+package export
+
+// EachField calls fn with each top-level key of a JSON object and its value
+// as cell text, in the order of the text, until fn returns false. An empty
+// text or null has no fields. It is the grid's fast path (no reflection,
+// no allocations beyond the strings handed out).
+func EachField(obj []byte, fn func(key, value string) bool) error {
+	iter, ok, err := newObjectIter(string(obj))
+	if err != nil || !ok {
+		return err
+	}
+	for {
+		rawKey, value, spaced, more, err := iter.next()
+		if err != nil || !more {
+			return err
+		}
+		k, err := unquote(rawKey)
+		if err != nil {
+			return err
+		}
+		v, err := valueText(value, spaced)
+		if err != nil {
+			return err
+		}
+		if !fn(k, v) {
+			return nil
+		}
+	}
+}
