@@ -24,6 +24,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var only string
 	var asJSON bool
 	var rows, items, latencyN int
+	var popts procOpts
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run the performance benchmarks and print their figures",
@@ -39,6 +40,13 @@ func newBenchCmd(g *globals) *cobra.Command {
   latency     --latency-n single-item jobs enqueued in-process 5 ms apart with an
               idle worker: enqueue call to processing start
   keyset      a 100-item page at random depths of the ingest benchmark's job
+  hostlimit   http items against the vendor simulator limited to --host-rate
+              req/s: sustained rate and 429 share, then after a restart
+  latencyjump the simulator's latency jumps (--jump-from to --jump-to): how the
+              claim size and leases follow
+  stages      --stage-items through a 3-stage noop pipeline vs the 1-stage one
+  images      --images JPEGs of --image-size through 'sluice ingest DIR --wait'
+              in a child process (wall time, peak RSS)
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -50,7 +58,10 @@ Run one or some with --only ingest,keyset.`,
 					case "ingest", "throughput", "latency", "keyset":
 						want[s] = true
 					default:
-						return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset)", s)
+						if !isProcessorBench(s) {
+							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, %s)", s, strings.Join(processorBenchNames, ", "))
+						}
+						want[s] = true
 					}
 				}
 			}
@@ -99,6 +110,11 @@ Run one or some with --only ingest,keyset.`,
 			if err := run("keyset", b.keyset); err != nil {
 				return err
 			}
+			for _, pb := range b.processorBenches(&popts) {
+				if err := run(pb.name, pb.fn); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})
 			}
@@ -111,6 +127,7 @@ Run one or some with --only ingest,keyset.`,
 	f.IntVar(&items, "items", 100_000, "items of the throughput benchmark")
 	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	popts.addFlags(cmd)
 	return cmd
 }
 
