@@ -192,6 +192,8 @@ func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 
 func round2(f float64) float64 { return float64(int64(f*100+0.5)) / 100 }
 
+func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
+
 // ---- hostlimit --------------------------------------------------------------
 
 // vendorSample is the simulator's counters at one moment of a run.
@@ -345,7 +347,9 @@ func (b *bench) hostlimit(ctx context.Context, o *procOpts) (benchResult, error)
 		Name: "hostlimit", Figures: figures, Pass: boolp(pass),
 		Target: fmt.Sprintf("after %s: ≥ %.0f req/s OK with < 2%% 429; after a restart ≥ %.0f req/s from the start",
 			o.hostWarmup, 0.9*o.hostRate, 0.9*o.hostRate),
-		Note: fmt.Sprintf("per second OK/429@rate: first run %s | after restart (seeded %.1f req/s, %d in flight) %s",
+		Note: fmt.Sprintf("the restart is a new limiter seeded in-process with the learned rate and concurrency: "+
+			"learned rates are not persisted yet, so a real restart starts cold (coldFirst*); "+
+			"per second OK/429@rate: first run %s | after restart (seeded %.1f req/s, %d in flight) %s",
 			trace(first), learned[0].Rate, learned[0].Concurrency, trace(second)),
 	}, nil
 }
@@ -369,6 +373,13 @@ type leaseWatch struct {
 	lapsed, expiredWorked int
 	// lastOldDone is when the last item claimed before mark finished.
 	mark, lastOldDone time.Time
+	// releases are the runner's give-backs of unstarted items.
+	releases []releaseSeen
+}
+
+type releaseSeen struct {
+	at    time.Duration // since start
+	items int
 }
 
 type claimSeen struct {
@@ -424,6 +435,16 @@ func (w *leaseWatch) RenewLeases(ctx context.Context, p *engine.RenewLeasesParam
 	}
 	w.mu.Unlock()
 	return n, nil
+}
+
+func (w *leaseWatch) ReleaseItems(ctx context.Context, p *engine.ReleaseItemsParams) (int, error) {
+	n, err := w.Store.ReleaseItems(ctx, p)
+	if err == nil {
+		w.mu.Lock()
+		w.releases = append(w.releases, releaseSeen{at: p.Now.Sub(w.start), items: n})
+		w.mu.Unlock()
+	}
+	return n, err
 }
 
 // processed is called by the processor wrapper when an item's attempt ends.
@@ -558,6 +579,21 @@ func (b *bench) latencyJump(ctx context.Context, o *procOpts) (benchResult, erro
 		}
 	}
 	sizeBefore, sizeAfter := medianInt(beforeSize), medianInt(afterSize)
+	// Give-backs while the run lasted (the runner also releases what is
+	// still queued when it stops).
+	watch.mu.Lock()
+	givenBack, firstGiveBackMs := 0, -1.0
+	var relTrace []string
+	for _, rel := range watch.releases {
+		relTrace = append(relTrace, fmt.Sprintf("%.1fs:%d", rel.at.Seconds(), rel.items))
+		if rel.at >= jumpAt && rel.at < jumpAt+o.jumpAfter {
+			givenBack += rel.items
+			if firstGiveBackMs < 0 {
+				firstGiveBackMs = float64((rel.at - jumpAt).Milliseconds())
+			}
+		}
+	}
+	watch.mu.Unlock()
 	// How long after the jump the controller's size was first at most half
 	// the size before, and first within 25% of where it settled.
 	halfMs, settleMs := -1.0, -1.0
@@ -614,6 +650,7 @@ func (b *bench) latencyJump(ctx context.Context, o *procOpts) (benchResult, erro
 		"leaseBeforeS":              round1(medianF(leaseBefore)), "leaseAfterS": round1(medianF(leaseAfter)),
 		"renewals": float64(renews), "leaseExpiredWhileWorked": float64(expired), "renewedAfterExpiry": float64(lapsed),
 		"reaped": float64(sum.Reaped), "stale": float64(sum.Stale), "released": float64(sum.Released),
+		"givenBackAfterJump": float64(givenBack), "firstGiveBackAfterMs": firstGiveBackMs,
 		"itemsBefore": float64(doneAtJump), "itemsAfter": float64(sum.Completed - doneAtJump),
 		"sliceMs": float64(slice.Milliseconds()),
 	}
@@ -623,7 +660,9 @@ func (b *bench) latencyJump(ctx context.Context, o *procOpts) (benchResult, erro
 		Name: "latencyjump", Figures: figures, Pass: boolp(pass),
 		Target: fmt.Sprintf("claim size shrinks within two slices (%s); no lease expires while its item is worked", 2*slice),
 		Note: "claimSize*: the size the runner's next claim takes (controller capped to 500 ms of look-ahead), sampled every 100 ms; " +
-			"*Claim*: claims actually made; preJumpBacklogDoneAfterMs: when the last item claimed before the jump finished",
+			"*Claim*: claims actually made; preJumpBacklogDoneAfterMs: when the last item claimed before the jump finished; " +
+			"givenBack*: queued items the runner released before the run's end (released also counts those released at the end); " +
+			"releases (time since start:items): " + strings.Join(relTrace, " "),
 	}, nil
 }
 
@@ -696,7 +735,7 @@ func (b *bench) stages(ctx context.Context, o *procOpts) (benchResult, error) {
 	return benchResult{
 		Name: "stages",
 		Figures: map[string]float64{"items": float64(o.stageItems), "rounds": float64(len(single)),
-			"singleItemsPerSec": round1(one), "threeStageItemsPerSec": round1(three3), "ratio": round2(ratio*10) / 10,
+			"singleItemsPerSec": round1(one), "threeStageItemsPerSec": round1(three3), "ratio": round3(ratio),
 			"stale": float64(stale), "reaped": float64(reaped)},
 		Target: "3-stage ≥ 1/3 of 1-stage noop throughput; every item through every stage exactly once",
 		Pass:   boolp(ratio >= 1.0/3 && stale == 0 && reaped == 0),
