@@ -24,6 +24,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var only string
 	var asJSON bool
 	var rows, items, latencyN int
+	var popts procOpts
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run the performance benchmarks and print their figures",
@@ -43,6 +44,13 @@ func newBenchCmd(g *globals) *cobra.Command {
               child process, 4 concurrent clients
   upload      the ingest benchmark's CSV uploaded to a 'sluice --serve' child
               process (POST /api/jobs), against the CLI ingest time
+  hostlimit   http items against the vendor simulator limited to --host-rate
+              req/s: sustained rate and 429 share, then after a restart
+  latencyjump the simulator's latency jumps (--jump-from to --jump-to): how the
+              claim size and leases follow
+  stages      --stage-items through a 3-stage noop pipeline vs the 1-stage one
+  images      --images JPEGs of --image-size through 'sluice ingest DIR --wait'
+              in a child process (wall time, peak RSS)
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -54,7 +62,10 @@ Run one or some with --only ingest,keyset.`,
 					case "ingest", "throughput", "latency", "keyset", "apipages", "upload":
 						want[s] = true
 					default:
-						return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload)", s)
+						if !isProcessorBench(s) {
+							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, %s)", s, strings.Join(processorBenchNames, ", "))
+						}
+						want[s] = true
 					}
 				}
 			}
@@ -109,6 +120,11 @@ Run one or some with --only ingest,keyset.`,
 			if err := run("upload", b.upload); err != nil {
 				return err
 			}
+			for _, pb := range b.processorBenches(&popts) {
+				if err := run(pb.name, pb.fn); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})
 			}
@@ -121,6 +137,7 @@ Run one or some with --only ingest,keyset.`,
 	f.IntVar(&items, "items", 100_000, "items of the throughput benchmark")
 	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
+	popts.addFlags(cmd)
 	return cmd
 }
 

@@ -186,7 +186,9 @@ type RunSummary struct {
 	Retried int64            `json:"retried"`
 	Stale   int64            `json:"stale"`
 	Reaped  int64            `json:"reaped"`
-	// Released counts claimed items given back unstarted at shutdown.
+	// Released counts claimed items given back unstarted: at shutdown, or
+	// because the item time rose far and they would have waited too long
+	// in the local queue (runner_shed.go).
 	Released int64 `json:"released"`
 	// Claims and Commits count the transactions that claimed items and
 	// wrote outcomes: items per transaction is what group commit buys.

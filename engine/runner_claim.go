@@ -28,8 +28,9 @@ func (r *Runner) inflightCount() int {
 }
 
 // produce is the claim loop. It claims only while at most one claim's worth
-// of items is in flight, so claims never run far ahead of the workers.
-func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
+// of items is in flight, so claims never run far ahead of the workers, and
+// gives back queued items when the item time rose far (runner_shed.go).
+func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 	var wake <-chan struct{}
 	if r.cfg.Notifier != nil {
 		ch, unsub := r.cfg.Notifier.Subscribe()
@@ -43,10 +44,12 @@ func (r *Runner) produce(ctx context.Context, work chan<- *Item) error {
 	var errBackoff time.Duration
 	claimNow := true
 	var nextDue *time.Time
+	var shed shedState
 	for {
 		if ctx.Err() != nil {
 			return nil
 		}
+		shed.shed(r, work)
 		size := r.lookAhead(r.claim.Size())
 		n := r.inflightCount()
 		if claimNow && n <= size {
