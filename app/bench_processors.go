@@ -270,9 +270,11 @@ func trace(samples []vendorSample) string {
 }
 
 // hostlimit: http items through the real runner, store, http processor and
-// a shared per-host limiter against a simulator limited to hostRate req/s.
-// A second run with a fresh limiter seeded from the first one's learned
-// state stands for a restart.
+// the process's per-host limiter (Env.Hosts) against a simulator limited to
+// hostRate req/s. The restart is real as far as one process allows: the
+// first Env (store, registry, limiter) saves its learned rates and is
+// closed, and a new Env on the same data directory restores them through
+// the call every command that runs workers makes (Env.keepHostRates).
 func (b *bench) hostlimit(ctx context.Context, o *procOpts) (benchResult, error) {
 	if o.hostWarmup >= o.hostFor {
 		return benchResult{}, usagef("--host-warmup (%s) must be shorter than --host-for (%s)", o.hostWarmup, o.hostFor)
@@ -281,11 +283,9 @@ func (b *bench) hostlimit(ctx context.Context, o *procOpts) (benchResult, error)
 	if err != nil {
 		return benchResult{}, err
 	}
-	defer env.Close()
+	defer env.Close() // closing twice is harmless
 	sim := vendorsim.New(vendorsim.Config{RatePerSec: o.hostRate, Latency: o.hostLatency, Seed: 7})
 	defer sim.Close()
-	lim := hostlimit.New(hostlimit.Config{})
-	env.Registry.Register(httpproc.Kind, httpproc.NewFactory(lim))
 	if err := putHTTPPipeline(ctx, env, "bench-hostlimit", sim.URL()); err != nil {
 		return benchResult{}, err
 	}
@@ -295,38 +295,57 @@ func (b *bench) hostlimit(ctx context.Context, o *procOpts) (benchResult, error)
 		return benchResult{}, err
 	}
 
-	phase := func(lim *hostlimit.Limiter, d time.Duration) ([]vendorSample, *engine.RunSummary, error) {
-		env.Registry.Register(httpproc.Kind, httpproc.NewFactory(lim))
+	// phase runs workers on env for d the way `sluice worker` does: rates
+	// restored at the start, saved every 10 s and once more at the end.
+	// It returns the per-second samples and the limiter's state just after
+	// the restore.
+	phase := func(env *Env, d time.Duration) ([]vendorSample, []hostlimit.HostState, *engine.RunSummary, error) {
+		stopKeeping := env.keepHostRates(ctx)
+		restored := env.Hosts.Snapshot()
 		r, err := runnerOn(env, env.Store)
 		if err != nil {
-			return nil, nil, err
+			stopKeeping()
+			return nil, nil, nil, err
 		}
 		start := time.Now()
 		rn := startRunner(ctx, r)
 		sctx, stopSampling := context.WithTimeout(ctx, d)
-		samples := sampleVendor(sctx, sim, lim, start)
+		samples := sampleVendor(sctx, sim, env.Hosts, start)
 		stopSampling()
 		sum, err := rn.stop()
+		stopKeeping()
 		if err == nil {
 			err = ctx.Err()
 		}
-		return samples, sum, err
+		return samples, restored, sum, err
 	}
-	first, sum1, err := phase(lim, o.hostFor)
+	first, _, sum1, err := phase(env, o.hostFor)
 	if err != nil {
 		return benchResult{}, err
 	}
-	learned := lim.Snapshot()
+	learned, err := env.Store.LoadHostRates(ctx)
+	if err != nil {
+		return benchResult{}, err
+	}
 	if len(learned) != 1 {
-		return benchResult{}, fmt.Errorf("the limiter saw %d hosts, want 1", len(learned))
+		return benchResult{}, fmt.Errorf("%d host rates were saved, want 1", len(learned))
 	}
-	// The restart: a new limiter that starts from the learned rate and
-	// concurrency (what persisting them would restore).
-	lim2 := hostlimit.New(hostlimit.Config{})
-	lim2.Seed(learned[0].Host, learned[0].Rate, learned[0].Concurrency)
-	second, sum2, err := phase(lim2, o.restartFor)
+	// The restart: everything of the first process is closed; a new Env
+	// opens the same data directory.
+	if err := env.Close(); err != nil {
+		return benchResult{}, err
+	}
+	env2, err := b.openEnv(ctx, "hostlimit")
 	if err != nil {
 		return benchResult{}, err
+	}
+	defer env2.Close()
+	second, restored, sum2, err := phase(env2, o.restartFor)
+	if err != nil {
+		return benchResult{}, err
+	}
+	if len(restored) != 1 {
+		return benchResult{}, fmt.Errorf("the restarted limiter restored %d hosts, want 1", len(restored))
 	}
 
 	okPerSec, share := window(first, o.hostWarmup, o.hostFor)
@@ -337,6 +356,7 @@ func (b *bench) hostlimit(ctx context.Context, o *procOpts) (benchResult, error)
 		"limitPerSec": o.hostRate, "seconds": o.hostFor.Seconds(), "warmupSeconds": o.hostWarmup.Seconds(),
 		"okPerSec": round1(okPerSec), "share429Pct": round2(100 * share),
 		"learnedRate": round1(learned[0].Rate), "learnedCeiling": round1(learned[0].Ceiling), "learnedConcurrency": float64(learned[0].Concurrency),
+		"restoredRate": round1(restored[0].Rate), "restoredConcurrency": float64(restored[0].Concurrency),
 		"coldFirstOKPerSec": round1(coldOK), "coldFirstShare429Pct": round2(100 * coldShare),
 		"restartOKPerSec": round1(warmOK), "restartShare429Pct": round2(100 * warmShare), "restartSeconds": o.restartFor.Seconds(),
 		"requests": float64(st.Requests), "answers429": float64(st.TooMany),
@@ -347,10 +367,11 @@ func (b *bench) hostlimit(ctx context.Context, o *procOpts) (benchResult, error)
 		Name: "hostlimit", Figures: figures, Pass: boolp(pass),
 		Target: fmt.Sprintf("after %s: ≥ %.0f req/s OK with < 2%% 429; after a restart ≥ %.0f req/s from the start",
 			o.hostWarmup, 0.9*o.hostRate, 0.9*o.hostRate),
-		Note: fmt.Sprintf("the restart is a new limiter seeded in-process with the learned rate and concurrency: "+
-			"learned rates are not persisted yet, so a real restart starts cold (coldFirst*); "+
-			"per second OK/429@rate: first run %s | after restart (seeded %.1f req/s, %d in flight) %s",
-			trace(first), learned[0].Rate, learned[0].Concurrency, trace(second)),
+		Note: fmt.Sprintf("the restart closes the first store and limiter and opens new ones on the same data directory, "+
+			"which restore the saved rate as the worker commands do (saved %.1f req/s, ceiling %.1f: restored at %.1f req/s, %d in flight); "+
+			"coldFirst* is the first run's start, from slow start; "+
+			"per second OK/429@rate: first run %s | after restart %s",
+			learned[0].Rate, learned[0].Ceiling, restored[0].Rate, restored[0].Concurrency, trace(first), trace(second)),
 	}, nil
 }
 

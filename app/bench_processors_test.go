@@ -41,6 +41,7 @@ func TestBenchProcessorsRunSmall(t *testing.T) {
 	require.Positive(t, h["itemsDone"])
 	require.Contains(t, h, "share429Pct")
 	require.Contains(t, h, "restartOKPerSec")
+	require.Positive(t, h["restoredRate"], "the restart restored the rate the first run saved")
 	require.Zero(t, h["stale"])
 
 	j := byName["latencyjump"]

@@ -188,6 +188,7 @@ func ingestFile(ctx context.Context, ing *engine.Ingester, path, pipeline, sheet
 func waitForJobs(ctx context.Context, env *Env, outs []ingestOut, concurrency int) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	defer env.keepHostRates(ctx)()
 	var mu sync.Mutex
 	check := func() {
 		mu.Lock()

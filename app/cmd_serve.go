@@ -104,6 +104,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		return err
 	}
 	defer env.Close()
+	defer env.keepHostRates(ctx)()
 	if !isLoopback(host) {
 		ok, err := api.HasAdminWithPassword(ctx, env.Store)
 		if err != nil {

@@ -31,6 +31,7 @@ With --drain the worker exits once no item is PROCESSING and none is PENDING
 				return err
 			}
 			defer env.Close()
+			defer env.keepHostRates(ctx)()
 			r, err := env.Runner(concurrency, drain, nil)
 			if err != nil {
 				return err

@@ -20,6 +20,7 @@ type Store interface {
 	// an account (the CLI, the desktop window).
 	DefaultUser(ctx context.Context) (*User, error)
 	AccountStore
+	HostRateStore
 
 	// PutPipeline creates or replaces a pipeline by name, bumping its
 	// version, and returns the stored pipeline.

@@ -50,6 +50,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"cap", capTests},
 		{"concurrency", concurrencyTests},
 		{"accounts", accountTests},
+		{"hostrates", hostRateTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
