@@ -266,9 +266,14 @@ func TestUI(t *testing.T) {
 		within(10*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 1 && document.querySelector(".row[data-seq]:not([hidden])").dataset.status === "SKIPPED"`)),
 		waitJS(`location.search === "?statuses=SKIPPED"`),
 	)
-	csvOut, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.querySelector("a[aria-label^='Export the grid'][href*='format=csv']").href).then(r => r.text())`,
+	csvOut, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.querySelector("button[aria-label^='Export the grid'][data-href*='format=csv']").dataset.href).then(r => r.text())`,
 		chromedp.EvalAwaitPromise))
 	must(t, err)
+	step(t, ctx, "05b-export-button",
+		chromedp.Click(chromedp.CSS("button[aria-label^='Export the grid'][data-href*='format=csv']")),
+		within(10*time.Second, waitJS(`document.querySelector("button[data-href*='format=csv']").textContent === "Export CSV"`)),
+		waitJS(`!document.querySelector(".notice.error:not([hidden])")`),
+	)
 	if lines := strings.Split(strings.TrimSpace(csvOut), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "3,SKIPPED") {
 		t.Errorf("the CSV export of the SKIPPED filter is not the grid's one row:\n%s", csvOut)
 	}
@@ -284,6 +289,17 @@ func TestUI(t *testing.T) {
 	step(t, ctx, "06b-drawer-closed",
 		chromedp.KeyEvent(kb.Escape),
 		waitJS(`document.querySelector(".drawer").hidden`),
+	)
+
+	// Selecting the row and reprocessing it puts it back in the queue; the
+	// workers run it again and the facets follow, live.
+	step(t, ctx, "06c-reprocess",
+		chromedp.Click(chromedp.CSS(".row[data-status=SKIPPED] .cell.sel input")),
+		waitJS(`document.querySelector(".selinfo").textContent === "1 selected"`),
+		chromedp.Click(chromedp.Search(`//button[text()="Reprocess selected"]`)),
+		within(10*time.Second, waitJS(`(document.querySelector(".notice.info")?.textContent ?? "") === "1 item back in the queue."`)),
+		within(30*time.Second, waitJS(`document.querySelector(".facet[data-status=SKIPPED] .count").textContent === "0" && document.querySelector(".jobmeta .chip")?.textContent === "done"`)),
+		within(10*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 0`)),
 	)
 
 	// A 100,000-row job: the first rows come at once, and scrolling to the
@@ -310,5 +326,42 @@ func TestUI(t *testing.T) {
 		chromedp.Focus(chromedp.CSS(".grid-scroll")),
 		chromedp.KeyEvent(kb.Home),
 		within(20*time.Second, waitJS(`document.querySelector(".row[data-seq]:not([hidden])")?.dataset.seq === "1"`)),
+	)
+
+	// Pending across jobs: the big job's rows, each with a way to its job.
+	step(t, ctx, "10-pending",
+		chromedp.Click(chromedp.CSS(`nav a[href="/pending"]`)),
+		within(20*time.Second, waitJS(`document.querySelectorAll("table.pending tbody tr").length === 200`)),
+		waitJS(`document.querySelector("table.pending tbody a").getAttribute("href") === "/jobs/`+fmt.Sprint(s.bigID)+`"`),
+	)
+
+	// Pipelines: a validation error is shown at its field's line.
+	step(t, ctx, "11-pipeline-error",
+		chromedp.Click(chromedp.CSS(`nav a[href="/pipelines"]`)),
+		within(10*time.Second, waitJS(`!!document.querySelector('.plist a[href="/pipelines/new"]')`)),
+		chromedp.Click(chromedp.CSS(`.plist a[href="/pipelines/new"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#pipeline-text")),
+		waitJS(`(document.querySelector("#pipeline-name").value = "broken") === "broken"`),
+		waitJS(`(document.querySelector("#pipeline-text").value = "name: broken\nstages:\n  - processor: noop\n  - processor: nope\n") !== ""`),
+		chromedp.Click(chromedp.Search(`//button[text()="Save"]`)),
+		within(10*time.Second, waitJS(`(document.querySelector("#pipeline-error")?.textContent ?? "").includes("stages[1]") &&
+			document.querySelector("#pipeline-error").textContent.includes("(line 4)")`)),
+		waitJS(`document.querySelector(".gutter .bad")?.textContent.trim() === "4"`),
+	)
+
+	// Health draws its charts from /api/stats.
+	step(t, ctx, "12-health",
+		chromedp.Click(chromedp.CSS(`nav a[href="/health"]`)),
+		within(10*time.Second, waitJS(`document.querySelectorAll("svg.chart").length === 7`)),
+		within(10*time.Second, waitJS(`document.querySelectorAll("svg.chart polyline").length >= 3`)),
+	)
+
+	// The theme toggle: auto, light, dark.
+	step(t, ctx, "13-dark",
+		chromedp.Click(chromedp.CSS(`nav a[href="/"]`)),
+		within(10*time.Second, waitJS(`!!document.querySelector("table.jobs tr[data-job]")`)),
+		chromedp.Click(chromedp.Search(`//button[starts-with(text(), "Theme")]`)),
+		chromedp.Click(chromedp.Search(`//button[starts-with(text(), "Theme")]`)),
+		waitJS(`document.documentElement.dataset.theme === "dark" && getComputedStyle(document.body).backgroundColor === "rgb(21, 24, 28)"`),
 	)
 }

@@ -244,6 +244,44 @@ export function exportPath(jobId: number, format: "csv" | "xlsx", statuses: read
   return `/api/jobs/${jobId}/export?${q}`;
 }
 
+// download fetches a file and hands it to the browser as a download
+// named as the server's Content-Disposition says.
+export async function download(path: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+  let res: Response;
+  try {
+    res = await fetch(path, { credentials: "same-origin", signal });
+  } catch (e) {
+    if ((e as Error).name === "AbortError") throw e;
+    throw new ApiError(0, "network", "the server did not answer (is sluice --serve running?)");
+  }
+  if (!res.ok) {
+    const err = await errorFrom(res);
+    if (res.status === 401) onSignedOut();
+    throw err;
+  }
+  const parts: BlobPart[] = [];
+  let n = 0;
+  if (res.body) {
+    const reader = res.body.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      parts.push(value);
+      n += value.length;
+      onBytes(n);
+    }
+  }
+  const name = /filename="([^"]+)"/.exec(res.headers.get("Content-Disposition") ?? "")?.[1] ?? "export";
+  const url = URL.createObjectURL(new Blob(parts, { type: res.headers.get("Content-Type") ?? "application/octet-stream" }));
+  const a = document.createElement("a");
+  a.href = url;
+  a.download = name;
+  document.body.appendChild(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60_000);
+}
+
 // upload creates a job from a file, reporting the bytes sent (XHR: fetch
 // cannot report upload progress).
 export function upload(

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { lineOfField, parseField } from "./fieldline";
+import { deepField, lineOfField, parseField } from "./fieldline";
 
 const json = `{
   "name": "shop",
@@ -41,5 +41,17 @@ describe("lineOfField", () => {
   it("falls back to the nearest parent", () => {
     expect(lineOfField(json, "stages[1].missing")).toBe(6);
     expect(lineOfField(json, "")).toBe(-1);
+  });
+});
+
+describe("deepField", () => {
+  it("follows the message's field names", () => {
+    expect(deepField("stages[0]", 'stages[0]: processor: unknown kind "nope" (one of http, image, noop)')).toBe("stages[0].processor");
+    expect(deepField("stages", "stages: a pipeline needs at least one stage")).toBe("stages");
+    expect(deepField("", "whatever")).toBe("");
+  });
+  it("finds the refined field's line", () => {
+    const f = deepField("stages[1]", "stages[1]: config: http: json: cannot unmarshal");
+    expect(lineOfField(json, f)).toBe(8);
   });
 });

@@ -48,3 +48,14 @@ export function cellText(v: unknown): string {
   if (typeof v === "number" || typeof v === "boolean") return String(v);
   return JSON.stringify(v);
 }
+
+// count is "1 item", "2 items".
+export function count(n: number, noun: string): string {
+  return `${int(n)} ${noun}${n === 1 ? "" : "s"}`;
+}
+
+export function bytes(n: number): string {
+  if (n < 1024) return `${n} B`;
+  if (n < 1024 * 1024) return `${(n / 1024).toFixed(0)} kB`;
+  return `${(n / 1024 / 1024).toFixed(1)} MB`;
+}

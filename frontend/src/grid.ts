@@ -86,6 +86,7 @@ export class Grid {
   private frame = 0;
   private id = ++gridSeq;
   private resize: ResizeObserver;
+  private emptyEl: HTMLElement;
 
   constructor(
     private src: GridSource,
@@ -110,7 +111,8 @@ export class Grid {
       this.head,
       this.spacer,
     );
-    this.el = h("div", { class: "grid" }, this.scroller);
+    this.emptyEl = h("p", { class: "grid-empty muted", hidden: true }, "Loading…");
+    this.el = h("div", { class: "grid" }, this.scroller, this.emptyEl);
     this.resize = new ResizeObserver(() => this.schedule());
     this.resize.observe(this.scroller);
   }
@@ -136,6 +138,11 @@ export class Grid {
     for (const r of this.pool) r.remove();
     this.pool = [];
     this.schedule();
+  }
+
+  // setEmptyText is what shows when there are no rows.
+  setEmptyText(t: string): void {
+    this.emptyEl.textContent = t;
   }
 
   // update re-renders (new data, new count, new selection).
@@ -217,6 +224,7 @@ export class Grid {
       this.scrolledTo = this.scroller.scrollTop;
     }
     const vis = this.model.visibleAt(this.top);
+    this.emptyEl.hidden = this.model.rows > 0;
     const n = vis.last - vis.first + 1;
     this.src.want(vis.first - 50, vis.last + 50);
     while (this.pool.length < n) {

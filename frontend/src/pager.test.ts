@@ -61,6 +61,7 @@ describe("Pager", () => {
     await settle(p);
     const n = api.calls.length;
     p.refresh();
+    expect(p.row(955)?.seq).toBe(956); // still shown while read again
     await settle(p);
     expect(api.calls.length).toBe(n + 1);
     p.reset();

@@ -24,6 +24,8 @@ export class Pager {
   // undefined when not known yet.
   private cursors: (string | null | undefined)[] = [null];
   private blocks = new Map<number, Item[]>();
+  // stale blocks are shown until they are read again (refresh).
+  private stale = new Set<number>();
   // lastBlock is the index of the final block once a page said "no next".
   private lastBlock: number | null = null;
   private wanted: number[] = [];
@@ -74,11 +76,15 @@ export class Pager {
     void this.pump();
   }
 
-  // refresh drops the rows but keeps the cursors: the rows on screen are
-  // read again where they are (used while a job runs and rows move).
+  // refresh reads the rows on screen again and forgets the others, keeping
+  // the cursors (used while a job runs and rows move). The old rows stay on
+  // screen until the new ones arrive, so nothing flickers.
   refresh(): void {
     this.gen++;
-    this.blocks.clear();
+    for (const k of [...this.blocks.keys()]) {
+      if (this.wanted.includes(k)) this.stale.add(k);
+      else this.blocks.delete(k);
+    }
     this.lastBlock = null;
     this.restart();
   }
@@ -87,6 +93,7 @@ export class Pager {
   reset(): void {
     this.gen++;
     this.blocks.clear();
+    this.stale.clear();
     this.cursors = [null];
     this.lastBlock = null;
     this.walk = null;
@@ -111,7 +118,7 @@ export class Pager {
   // or the block to walk through on the way to it.
   private next(): { fetch: number; target: number } | null {
     for (const k of this.wanted) {
-      if (this.blocks.has(k)) {
+      if (this.blocks.has(k) && !this.stale.has(k)) {
         this.touch(k);
         continue;
       }
@@ -157,6 +164,8 @@ export class Pager {
   }
 
   private store(k: number, page: Page): void {
+    this.stale.delete(k);
+    this.blocks.delete(k);
     this.blocks.set(k, page.items);
     if (page.next && page.items.length === this.blockSize) {
       if (this.cursors.length === k + 1) this.cursors.push(page.next);
@@ -173,6 +182,7 @@ export class Pager {
         continue;
       }
       this.blocks.delete(oldest);
+      this.stale.delete(oldest);
     }
   }
 }

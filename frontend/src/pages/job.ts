@@ -87,7 +87,7 @@ export function jobPage(id: number, q: URLSearchParams): Page {
   const kickB = btn("Kick off a slice", async () => {
     note.info("Running a slice of work on this job now…");
     const r = await api.post<{ processed: number; elapsedMs: number; job: api.Job }>(`/api/jobs/${id}/kickoff?durationMs=${kickDur.value}`);
-    note.info(`The slice processed ${fmt.int(r.processed)} items in ${fmt.ms(r.elapsedMs)}.`);
+    note.info(`The slice processed ${fmt.count(r.processed, "item")} in ${fmt.ms(r.elapsedMs)}.`);
     setJob(r.job);
   });
   const deleteB = btn(
@@ -99,8 +99,8 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     },
     "danger",
   );
-  const csvA = h("a", { class: "button", download: "" }, "Export CSV");
-  const xlsxA = h("a", { class: "button", download: "" }, "Export XLSX");
+  const csvA = exportButton("csv");
+  const xlsxA = exportButton("xlsx");
   const controls = h(
     "div",
     { class: "toolbar", role: "toolbar", "aria-label": "Job controls" },
@@ -166,16 +166,52 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     renderFacets();
     renderSelection();
     renderExports();
+    if (job) grid.setEmptyText(statuses.length ? "No item has these statuses." : "This job has no items.");
     pager.reset();
     grid.scrollToRow(0);
     void loadColumns();
   }
   function renderExports(): void {
-    csvA.href = api.exportPath(id, "csv", statuses);
-    xlsxA.href = api.exportPath(id, "xlsx", statuses);
     const what = statuses.length ? statuses.join(", ") : "every status";
-    csvA.setAttribute("aria-label", `Export the grid (${what}) as CSV`);
-    xlsxA.setAttribute("aria-label", `Export the grid (${what}) as XLSX`);
+    for (const [b, f] of [
+      [csvA, "csv"],
+      [xlsxA, "xlsx"],
+    ] as const) {
+      b.dataset.href = api.exportPath(id, f, statuses);
+      b.setAttribute("aria-label", `Export the grid (${what}) as ${f.toUpperCase()}`);
+    }
+  }
+
+  // exportButton downloads the export of the grid's filter. The file is
+  // fetched (not followed as a link) so that an error shows as a message
+  // here rather than as a saved file or a raw JSON page; a second click
+  // stops it.
+  function exportButton(format: "csv" | "xlsx"): HTMLButtonElement {
+    const label = `Export ${format.toUpperCase()}`;
+    let ctrl: AbortController | null = null;
+    const b = h("button", {
+      type: "button",
+      onclick: async () => {
+        if (ctrl) {
+          ctrl.abort();
+          return;
+        }
+        note.clear();
+        ctrl = new AbortController();
+        b.textContent = "Exporting… (click to stop)";
+        try {
+          await api.download(b.dataset.href!, ctrl.signal, (bytes) => {
+            b.textContent = `Exporting… ${fmt.bytes(bytes)} (click to stop)`;
+          });
+        } catch (e) {
+          if ((e as Error).name !== "AbortError") note.error(e);
+        } finally {
+          ctrl = null;
+          b.textContent = label;
+        }
+      },
+    }, label);
+    return b;
   }
 
   // Selection and reprocess.
@@ -184,11 +220,17 @@ export function jobPage(id: number, q: URLSearchParams): Page {
   const selClear = h("button", { type: "button", onclick: () => ((allMatching = false), selected.clear(), renderSelection(), grid.update()) }, "Clear selection");
   const reset = h("input", { type: "checkbox", id: "reset-attempts" });
   const reprocessB = btn("Reprocess selected", async () => {
-    const body = allMatching
-      ? { scope: "job", statuses }
-      : { scope: "items", itemIds: Array.from(selected, String) };
+    // Only finished items go back to the queue. "All matching" names the
+    // statuses: without any the API would take only ERROR and NOT_FOUND.
+    const finished = (statuses.length ? statuses : api.STATUSES).filter((s) => s !== "PENDING" && s !== "PROCESSING");
+    if (allMatching && finished.length === 0) {
+      note.error("Pending and processing items are already in the queue: only done, error, not found and skipped items can be reprocessed.");
+      return;
+    }
+    if (allMatching && !confirm(`Put every ${finished.join(", ").toLowerCase()} item of this filter back in the queue?`)) return;
+    const body = allMatching ? { scope: "job", statuses: finished } : { scope: "items", itemIds: Array.from(selected, String) };
     const r = await api.post<{ reprocessed: number }>(`/api/jobs/${id}/reprocess`, { ...body, resetAttempts: reset.checked });
-    note.info(`${fmt.int(r.reprocessed)} items are back in the queue.`);
+    note.info(`${fmt.count(r.reprocessed, "item")} back in the queue.`);
     allMatching = false;
     selected.clear();
     renderSelection();
@@ -297,6 +339,7 @@ export function jobPage(id: number, q: URLSearchParams): Page {
   function setJob(j: api.Job): void {
     const before = job;
     job = j;
+    grid.setEmptyText(statuses.length ? "No item has these statuses." : "This job has no items.");
     title.textContent = j.name || `Job ${j.id}`;
     replace(
       meta,

@@ -26,7 +26,7 @@ export function jobsPage(): Page {
       h("td", null, link(`/jobs/${j.id}`, j.name || `job ${j.id}`)),
       h("td", null, j.pipeline),
       h("td", null, stateChip(j.state)),
-      h("td", { class: "prog" }, progress(j), h("div", { class: "small muted" }, progressText(j))),
+      h("td", { class: "progcell" }, h("div", { class: "prog" }, progress(j), h("div", { class: "small muted" }, progressText(j)))),
       h("td", { class: "num" }, errs),
       h("td", { class: "small" }, fmt.time(j.createdAt)),
     );

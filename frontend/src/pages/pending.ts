@@ -131,7 +131,7 @@ export function pendingPage(me: api.Me): Page {
       }
       await load(true);
       note.info(
-        `${fmt.int(n)} of the selected items are back in the queue` +
+        `${fmt.count(n, "selected item")} back in the queue` +
           (n < selectedCount(byJob) ? " (items still pending or running are left as they are)." : "."),
       );
     } catch (e) {
