@@ -120,6 +120,31 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     } catch (e) {
       note.error(e);
     }
+    follow();
+  }
+
+  // The event stream can miss a change that starts and ends between two
+  // of its looks (a reprocessed item of a finished job runs in
+  // microseconds), so after an action the page also asks for the job every
+  // second for a while, and every 15 s in any case.
+  let followUntil = 0;
+  let pollTimer = 0;
+  let closed = false;
+  function follow(): void {
+    followUntil = Date.now() + 10_000;
+    schedulePoll(300);
+  }
+  function schedulePoll(ms: number): void {
+    clearTimeout(pollTimer);
+    pollTimer = window.setTimeout(async () => {
+      try {
+        const j = await api.get<api.Job>(`/api/jobs/${id}`);
+        if (!closed) setJob(j);
+      } catch {
+        // the stream or the next poll will tell
+      }
+      if (!closed) schedulePoll(Date.now() < followUntil ? 1000 : 15_000);
+    }, ms);
   }
   async function control(verb: string): Promise<void> {
     setJob(await api.post<api.Job>(`/api/jobs/${id}/${verb}`));
@@ -422,10 +447,13 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     })
     .catch((e) => note.error(e));
   void loadColumns();
+  schedulePoll(15_000);
   return {
     title: `Job ${id}`,
     el,
     destroy() {
+      closed = true;
+      clearTimeout(pollTimer);
       unsub();
       pager.close();
       grid.destroy();

@@ -57,6 +57,17 @@ export function jobsPage(): Page {
     }
   }
 
+  // A safety net beside the event stream (which can miss a change that
+  // starts and ends between two of its looks): the newest jobs every 15 s.
+  const timer = window.setInterval(async () => {
+    try {
+      const page = await api.get<{ jobs: api.Job[] }>("/api/jobs?pageSize=100");
+      for (const j of page.jobs) if (rows.has(j.id)) put(j, false);
+    } catch {
+      // the next look will tell
+    }
+  }, 15_000);
+
   const unsub = api.onJob(
     (j) => {
       const top = Math.max(0, ...rows.keys());
@@ -182,6 +193,7 @@ export function jobsPage(): Page {
     title: "Jobs",
     el: h("section", { class: "page" }, h("h1", null, "Jobs"), newJob, note.el, h("div", { class: "table-wrap" }, table), empty, more, drop),
     destroy() {
+      clearInterval(timer);
       unsub();
       document.removeEventListener("dragenter", onEnter);
       document.removeEventListener("dragleave", onLeave);
