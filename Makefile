@@ -53,7 +53,7 @@ test: vet frontend-test $(SPECTRUM) ## every test (the browser test needs chromi
 	CSV_SPECTRUM_DIR=$(CURDIR)/$(SPECTRUM) go test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 
-fuzz: frontend
+fuzz:
 	go test -run '^$$' -fuzz '^FuzzCSVReader$$' -fuzztime $(FUZZTIME) ./engine/tabular/
 
 bench: build ## the performance targets (see docs/BENCHMARKS.md)
