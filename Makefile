@@ -1,5 +1,10 @@
 # Sluice build and test entry points. `make run` and `make test` are the two
 # commands the README starts with; .ci/run calls `make test`.
+#
+# The Go binary embeds the browser UI from frontend/dist (frontend/embed.go),
+# which is built, not committed: every target that runs the go command
+# builds the frontend first (npm ci when package-lock.json changed, then
+# npm run build when a source changed).
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 export CGO_ENABLED ?= 0
@@ -10,22 +15,41 @@ LDFLAGS    := -s -w -X github.com/sluicehq/sluice/app.Version=$(VERSION)
 SPECTRUM   := .cache/npm/node_modules/csv-spectrum
 FUZZTIME   ?= 20s
 
-.PHONY: build run test vet fuzz bench clean
+FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/index.html frontend/vite.config.ts frontend/tsconfig.json frontend/package.json
+NODE_MODULES := frontend/node_modules/.package-lock.json
+DIST         := frontend/dist/index.html
 
-build: ## the headless binary, no cgo
+.PHONY: build run demo test vet fuzz bench clean frontend frontend-test
+
+build: frontend ## the headless binary with the UI embedded, no cgo
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
 
-run: build ## the CLI at work on the sample file (data in ./sluice-data)
+run: build ## the server with the UI on ./sluice-data; open the sign-in link it prints
+	$(BIN) --serve --data ./sluice-data
+
+demo: build ## the CLI at work on the sample file (data in ./sluice-data)
 	SLUICE=$(BIN) ./examples/demo.sh
 
-vet:
-	@test -z "$$(gofmt -l app engine storage adapters main.go)" || { gofmt -l app engine storage adapters main.go; echo 'gofmt needed'; exit 1; }
+$(NODE_MODULES): frontend/package-lock.json
+	cd frontend && npm ci --no-audit --no-fund
+	@touch $@
+
+$(DIST): $(NODE_MODULES) $(FRONTEND_SRC)
+	cd frontend && npm run build
+
+frontend: $(DIST) ## the browser UI, built into frontend/dist
+
+frontend-test: $(NODE_MODULES) ## the frontend's unit tests (Vitest)
+	cd frontend && npm test
+
+vet: frontend
+	@test -z "$$(gofmt -l app engine storage adapters frontend/*.go frontend/e2e main.go)" || { gofmt -l app engine storage adapters frontend/*.go frontend/e2e main.go; echo 'gofmt needed'; exit 1; }
 	go vet ./...
 
 $(SPECTRUM):
 	npm install --silent --no-audit --no-fund --prefix .cache/npm csv-spectrum@1 >/dev/null
 
-test: vet $(SPECTRUM) ## every test, the csv-spectrum cases and a short fuzz run
+test: vet frontend-test $(SPECTRUM) ## every test (the browser test needs chromium), the csv-spectrum cases and a short fuzz run
 	CSV_SPECTRUM_DIR=$(CURDIR)/$(SPECTRUM) go test -count=1 -timeout 30m ./...
 	$(MAKE) fuzz
 
@@ -36,4 +60,4 @@ bench: build ## the performance targets (see docs/BENCHMARKS.md)
 	$(BIN) bench
 
 clean:
-	rm -rf build/bin .cache sluice-data
+	rm -rf build/bin .cache sluice-data frontend/dist frontend/node_modules

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/app/api"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/frontend"
 )
 
 // serveFlags are the flags of `sluice --serve` and `sluice serve`.
@@ -128,6 +129,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		Store: env.Store, Ingester: ing, Runner: runner, Hosts: env.Hosts, Notifier: env.Notifier, Log: env.Log,
 		Registry: env.Registry, DataDir: env.Data, MaxUploadBytes: f.maxUploadMB << 20, PendingView: f.pendingView,
 		PoolStats: func() map[string]sql.DBStats { return env.Store.PoolStats() },
+		UI:        frontend.Handler(),
 		NewRunner: func(c engine.RunnerConfig) (*engine.Runner, error) {
 			c.Store, c.Registry, c.Notifier, c.Logger = env.Store, env.Registry, env.Notifier, env.Log
 			c.Concurrency, c.Claim, c.Lease = env.Tuning.Concurrency, env.Tuning.Claim, env.Tuning.Lease

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The CLI at work on the sample file: ingest, process, look, export.
-# Until `sluice --serve` exists this is what `make run` shows.
+# `make demo` runs it.
 set -euo pipefail
 SLUICE=${SLUICE:-build/bin/sluice}
 DATA=${SLUICE_DATA:-./sluice-data}
