@@ -509,3 +509,48 @@ func TestMetricsAndStats(t *testing.T) {
 	resp, _ = h.get("/readyz", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
+
+func TestFieldOf(t *testing.T) {
+	require.Equal(t, "stages[0].processor", fieldOf("stages[0].processor: required"))
+	require.Equal(t, "stages[0].processor", fieldOf("stages[0]: processor: unknown kind \"x\""))
+	require.Equal(t, "", fieldOf("the request body is not the JSON expected: EOF"))
+	require.Equal(t, "scope", fieldOf(`scope: "all" is not "job" or "items"`))
+}
+
+// TestSignInLinkUsedRedirectsBrowser: a person clicking a spent link lands
+// on the sign-in page with the reason.
+func TestSignInLinkUsedRedirectsBrowser(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	resp, _ := h.do(request{method: "GET", path: "/signin?token=slc_spent", header: map[string]string{"Accept": "text/html,application/xhtml+xml"}})
+	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+	require.True(t, strings.HasPrefix(resp.Header.Get("Location"), "/login?error="), resp.Header.Get("Location"))
+}
+
+// TestEventsAfterReprocessOfFinishedJob: a finished job that a handler
+// changed and that finished again before the hub looked still sends an
+// event (the hub otherwise looks only at unfinished jobs).
+func TestEventsAfterReprocessOfFinishedJob(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	j := h.ownerJob(2)
+	h.drain()
+	sub := h.srv.events.subscribe(h.owner)
+	defer h.srv.events.unsubscribe(sub)
+	_, err := h.st.ReprocessItems(t.Context(), &engine.ReprocessParams{JobID: j.ID, Statuses: []engine.ItemStatus{engine.ItemDone}, Now: time.Now()})
+	require.NoError(t, err)
+	h.drain() // finished again before any look
+	h.srv.events.pokeJob(j.ID)
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-sub.ch:
+			if ev.name == "job" && strings.Contains(string(ev.data), fmt.Sprintf(`"id":%d,`, j.ID)) {
+				require.Contains(t, string(ev.data), `"state":"DONE"`)
+				return
+			}
+		case <-deadline:
+			t.Fatal("no event for the reprocessed job")
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -281,7 +282,13 @@ func (s *Server) signInLink(w http.ResponseWriter, r *http.Request, _ *caller) e
 		err = s.store.DeleteToken(r.Context(), &engine.DeleteTokenParams{ID: tok.ID})
 	}
 	if engine.IsNotFound(err) {
-		return engine.Errorf(engine.EUNAUTHORIZED, "this sign-in link was used already or has expired; run `sluice user signin-link` for a new one")
+		msg := "this sign-in link was used already or has expired; run `sluice user signin-link` for a new one"
+		if strings.Contains(r.Header.Get("Accept"), "text/html") {
+			// A person clicked it: show the sign-in page with the reason.
+			http.Redirect(w, r, "/login?error="+url.QueryEscape(msg), http.StatusSeeOther)
+			return nil
+		}
+		return engine.Errorf(engine.EUNAUTHORIZED, "%s", msg)
 	}
 	if err != nil {
 		return err

@@ -91,16 +91,32 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // fieldOf returns the field path a validation message starts with
-// ("stages[0].processor: required" → "stages[0].processor"), or "".
+// ("stages[0].processor: required" → "stages[0].processor"; nested
+// prefixes join: "stages[0]: processor: unknown" → "stages[0].processor"),
+// or "".
 func fieldOf(msg string) string {
-	head, _, ok := strings.Cut(msg, ": ")
-	if !ok || head == "" {
-		return ""
+	var path []string
+	for {
+		head, rest, ok := strings.Cut(msg, ": ")
+		if !ok || !isFieldPath(head) {
+			break
+		}
+		path = append(path, head)
+		msg = rest
 	}
-	for _, r := range head {
+	return strings.Join(path, ".")
+}
+
+// isFieldPath reports whether s looks like a field path such as
+// stages[0].config.url.
+func isFieldPath(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._[]", r)) {
-			return ""
+			return false
 		}
 	}
-	return head
+	return true
 }

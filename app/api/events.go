@@ -40,6 +40,10 @@ type hub struct {
 	subs   map[*subscriber]struct{}
 	// sent is the last view sent of each unfinished (or just finished) job.
 	sent map[int64]jobKey
+	// touched are jobs a handler changed: looked at on the next scan even
+	// when they are finished (a reprocess that finished again between two
+	// scans would otherwise go unseen).
+	touched map[int64]bool
 }
 
 // jobKey is what makes a job worth a new event.
@@ -52,7 +56,17 @@ type jobKey struct {
 }
 
 func newHub(s *Server) *hub {
-	return &hub{s: s, pokeCh: make(chan struct{}, 1), subs: map[*subscriber]struct{}{}, sent: map[int64]jobKey{}}
+	return &hub{s: s, pokeCh: make(chan struct{}, 1), subs: map[*subscriber]struct{}{}, sent: map[int64]jobKey{}, touched: map[int64]bool{}}
+}
+
+// pokeJob asks for a look at the jobs now, this one included.
+func (h *hub) pokeJob(id int64) {
+	h.mu.Lock()
+	if len(h.subs) > 0 {
+		h.touched[id] = true
+	}
+	h.mu.Unlock()
+	h.poke()
 }
 
 // poke asks for a look at the jobs now.
@@ -161,6 +175,13 @@ func (h *hub) scan(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	var gone []int64
+	for id := range h.touched {
+		if !seen[id] {
+			gone = append(gone, id)
+			seen[id] = true
+		}
+	}
+	clear(h.touched)
 	for id, k := range h.sent {
 		if !seen[id] {
 			if k.state.Terminal() {

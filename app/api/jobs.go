@@ -118,7 +118,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request, c *caller) er
 		s.removeStored(f.StoredPath)
 	}
 	s.audit(r, c, "job.delete", jobObject(j.ID), j.Name)
-	s.events.poke()
+	s.events.pokeJob(j.ID)
 	w.WriteHeader(http.StatusNoContent)
 	return nil
 }
@@ -338,7 +338,7 @@ func (s *Server) control(verb string) func(http.ResponseWriter, *http.Request, *
 			s.cfg.Notifier.Notify()
 		}
 		s.audit(r, c, "job."+verb, jobObject(j.ID), "")
-		s.events.poke()
+		s.events.pokeJob(j.ID)
 		return writeJSON(w, http.StatusOK, engine.ViewJob(j, s.now()))
 	}
 }
@@ -393,7 +393,7 @@ func (s *Server) reprocess(w http.ResponseWriter, r *http.Request, c *caller) er
 		s.cfg.Notifier.Notify()
 	}
 	s.audit(r, c, "job.reprocess", jobObject(j.ID), fmt.Sprintf("%d items", n))
-	s.events.poke()
+	s.events.pokeJob(j.ID)
 	return writeJSON(w, http.StatusOK, map[string]any{"jobId": j.ID, "reprocessed": n})
 }
 

@@ -59,7 +59,7 @@ func (s *Server) kickoff(w http.ResponseWriter, r *http.Request, c *caller) erro
 	if j, err = s.store.GetJob(r.Context(), j.ID); err != nil {
 		return err
 	}
-	s.events.poke()
+	s.events.pokeJob(j.ID)
 	return writeJSON(w, http.StatusOK, kickoffOut{JobID: j.ID, DurationMs: ms, ElapsedMs: s.now().Sub(start).Milliseconds(),
 		Processed: sum.Completed, ByStatus: sum.ByStatus, Job: engine.ViewJob(j, s.now())})
 }
