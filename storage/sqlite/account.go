@@ -174,7 +174,7 @@ func (s *Store) LookupToken(ctx context.Context, p *engine.LookupTokenParams) (*
 	var u engine.User
 	var created, userCreated int64
 	var used, expires sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT t.id, t.user_id, t.name, t.kind, t.created_at, t.last_used_at, t.expires_at,
+	err := cachedReader{s}.QueryRowContext(ctx, `SELECT t.id, t.user_id, t.name, t.kind, t.created_at, t.last_used_at, t.expires_at,
 			u.id, u.name, u.role, COALESCE(u.password_hash, ''), u.created_at
 		FROM api_tokens t JOIN users u ON u.id = t.user_id
 		WHERE t.token_hash = ? AND t.kind = ? AND (t.expires_at IS NULL OR t.expires_at > ?)`, p.Hash, p.Kind, ms(p.Now)).

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -108,39 +109,61 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 	}
 	defer tx.Rollback()
 	var ranges [][]*engine.Item
-	query := func(q string, args ...any) error {
-		rows, err := tx.QueryContext(ctx, q, args...)
+	query := func(list []*engine.Item, q string, args ...any) ([]*engine.Item, error) {
+		st, err := s.reads.get(ctx, q)
 		if err != nil {
-			return err
+			return nil, err
+		}
+		rows, err := tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		if err != nil {
+			return nil, err
 		}
 		defer rows.Close()
-		var list []*engine.Item
 		for rows.Next() {
 			it, err := scanItem(rows, p.WithInput)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			list = append(list, it)
 		}
+		return list, rows.Err()
+	}
+	// keyRange reads one index range (base: the SELECT with its equality
+	// constraints) after the cursor, in (updated_at, id) order. SQLite seeks
+	// a row value (updated_at, id) > (?, ?) on updated_at alone and then
+	// filters: with thousands of rows sharing one updated_at (an ingest
+	// batch) a page in the middle of them scanned them all. Two seeks, the
+	// rest of the cursor's updated_at by id, then the later ones, are exact.
+	keyRange := func(base string, args ...any) error {
+		var list []*engine.Item
+		var err error
+		if p.After == nil {
+			list, err = query(nil, base+" ORDER BY updated_at, id LIMIT ?", append(args, limit+1)...)
+		} else {
+			list, err = query(nil, base+" AND updated_at = ? AND id > ? ORDER BY id LIMIT ?",
+				append(slices.Clone(args), afterT, afterID, limit+1)...)
+			if err == nil && len(list) < limit+1 {
+				list, err = query(list, base+" AND updated_at > ? ORDER BY updated_at, id LIMIT ?",
+					append(args, afterT, limit+1-len(list))...)
+			}
+		}
 		ranges = append(ranges, list)
-		return rows.Err()
+		return err
 	}
 	for _, st := range statuses {
 		var err error
 		if p.JobID != 0 {
-			q := selectItems(p.WithInput) + ` INDEXED BY job_items_job_status_updated
-				WHERE job_id = ? AND status = ? AND (updated_at, id) > (?, ?)`
-			args := []any{p.JobID, string(st), afterT, afterID}
+			q := selectItems(p.WithInput) + ` INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = ?`
+			args := []any{p.JobID, string(st)}
 			if p.UserID != 0 {
 				q += " AND user_id = ?"
 				args = append(args, p.UserID)
 			}
-			err = query(q+" ORDER BY updated_at, id LIMIT ?", append(args, limit+1)...)
+			err = keyRange(q, args...)
 		} else {
 			for _, u := range users {
-				err = query(selectItems(p.WithInput)+` INDEXED BY job_items_status_user_updated
-					WHERE status = ? AND user_id = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
-					string(st), u, afterT, afterID, limit+1)
+				err = keyRange(selectItems(p.WithInput)+` INDEXED BY job_items_status_user_updated WHERE status = ? AND user_id = ?`,
+					string(st), u)
 				if err != nil {
 					break
 				}

@@ -57,7 +57,7 @@ func getJob(ctx context.Context, q interface {
 
 // GetJob returns a job.
 func (s *Store) GetJob(ctx context.Context, id int64) (*engine.Job, error) {
-	return getJob(ctx, s.r, id)
+	return getJob(ctx, cachedReader{s}, id)
 }
 
 // CreateJob creates a job in state INGESTING.

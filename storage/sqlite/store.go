@@ -83,6 +83,8 @@ type Store struct {
 	// meaningful when asked on the same connection each time.
 	dv *sql.Conn
 	cp *checkpointer
+	// reads caches prepared statements of the read pool.
+	reads stmtCache
 
 	closeOnce sync.Once
 	closeErr  error
@@ -154,6 +156,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	r.SetMaxOpenConns(opts.ReadConns + 1)
 	r.SetMaxIdleConns(opts.ReadConns + 1)
 	s.r = r
+	s.reads.db = r
 	s.cp, err = startCheckpointer(path, opts.BusyTimeout)
 	if err != nil {
 		s.Close()
@@ -213,6 +216,7 @@ func (s *Store) close() error {
 	if s.dv != nil {
 		errs = append(errs, s.dv.Close())
 	}
+	s.reads.close()
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
