@@ -117,7 +117,7 @@ func TestUploadCSVGridAndExport(t *testing.T) {
 // the file's name, and nothing is stored.
 func TestUploadRefusals(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.MaxUploadBytes = 64 << 10 })
+	h := newHarness(t, func(c *harnessSetup) { c.MaxUploadBytes = 64 << 10 })
 	binary := append([]byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0}, bytes.Repeat([]byte{0, 1, 2, 3}, 100)...)
 	cases := []struct {
 		name   string
@@ -257,7 +257,7 @@ func TestOwnership(t *testing.T) {
 
 func TestPendingViewFlag(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, func(c *Config) { c.PendingView = false })
+	h := newHarness(t, func(c *harnessSetup) { c.PendingView = false })
 	resp, body := h.get("/api/pending", h.ownerTok)
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	require.Contains(t, string(body), "SLUICE_PENDING_VIEW")
@@ -532,15 +532,17 @@ func TestSignInLinkUsedRedirectsBrowser(t *testing.T) {
 // event (the hub otherwise looks only at unfinished jobs).
 func TestEventsAfterReprocessOfFinishedJob(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
+	h := newHarness(t, noHub)
 	j := h.ownerJob(2)
 	h.drain()
 	sub := h.srv.events.subscribe(h.owner)
+	require.NoError(t, h.srv.events.scan(t.Context()))
 	defer h.srv.events.unsubscribe(sub)
 	_, err := h.st.ReprocessItems(t.Context(), &engine.ReprocessParams{JobID: j.ID, Statuses: []engine.ItemStatus{engine.ItemDone}, Now: time.Now()})
 	require.NoError(t, err)
 	h.drain() // finished again before any look
 	h.srv.events.pokeJob(j.ID)
+	require.NoError(t, h.srv.events.scan(t.Context()))
 	deadline := time.After(5 * time.Second)
 	for {
 		select {

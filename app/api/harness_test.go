@@ -38,9 +38,18 @@ type harness struct {
 	ownerPassword                string
 }
 
-type harnessOpt func(*Config)
+type harnessOpt func(*harnessSetup)
 
-func withRunner(r *engine.Runner) harnessOpt { return func(c *Config) { c.Runner = r } }
+// harnessSetup is what options change: the server's configuration, and
+// whether its background parts run.
+type harnessSetup struct {
+	Config
+	noHub bool
+}
+
+// noHub is a harness option: the event hub does not run by itself (a test
+// drives its scans).
+func noHub(s *harnessSetup) { s.noHub = true }
 
 func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	t.Helper()
@@ -58,14 +67,17 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 			c.Store, c.Registry, c.Notifier = st, reg, notif
 			return engine.NewRunner(c)
 		}}
+	setup := harnessSetup{Config: cfg}
 	for _, o := range opts {
-		o(&cfg)
+		o(&setup)
 	}
-	h.srv, err = New(cfg)
+	h.srv, err = New(setup.Config)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	h.srv.Start(ctx)
+	if !setup.noHub {
+		h.srv.Start(ctx)
+	}
 	h.ts = httptest.NewServer(h.srv.Handler())
 	t.Cleanup(func() { h.srv.Close(); h.ts.Close() })
 
