@@ -556,3 +556,32 @@ func TestEventsAfterReprocessOfFinishedJob(t *testing.T) {
 		}
 	}
 }
+
+// TestColumnsFollowChanges: cached columns are dropped when the job changes.
+func TestColumnsFollowChanges(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	j := h.ownerJob(1)
+	cols := func() []string {
+		_, body := h.get(fmt.Sprintf("/api/jobs/%d/columns", j.ID), h.ownerTok)
+		var keys []string
+		for _, c := range decode[struct {
+			Columns []columnOut `json:"columns"`
+		}](t, body).Columns {
+			keys = append(keys, c.Key)
+		}
+		return keys
+	}
+	h.drain()
+	require.Contains(t, cols(), "sku")
+	_, err := h.st.ReprocessItems(t.Context(), &engine.ReprocessParams{JobID: j.ID, Statuses: []engine.ItemStatus{engine.ItemDone}, Now: time.Now()})
+	require.NoError(t, err)
+	now := time.Now()
+	items, err := h.st.ClaimItems(t.Context(), &engine.ClaimItemsParams{WorkerID: "w", Limit: 1, LeaseFor: time.Minute, Now: now})
+	require.NoError(t, err)
+	it := items[0]
+	_, err = h.st.CompleteItems(t.Context(), &engine.CompleteItemsParams{WorkerID: "w", Now: now.Add(time.Millisecond), Outcomes: []engine.Outcome{{
+		ItemID: it.ID, JobID: j.ID, Attempt: it.Attempts, Status: engine.ItemDone, Result: json.RawMessage(`{"fresh":1}`), StartedAt: now}}})
+	require.NoError(t, err)
+	require.Contains(t, cols(), "fresh", "the finished job changed: its columns are read again")
+}

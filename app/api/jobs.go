@@ -146,7 +146,7 @@ func (s *Server) jobColumns(w http.ResponseWriter, r *http.Request, c *caller) e
 	if err != nil {
 		return err
 	}
-	cols, err := export.Columns(r.Context(), s.store, j.ID, sts)
+	cols, err := s.columns(r.Context(), j, sts)
 	if err != nil {
 		return err
 	}

@@ -64,6 +64,8 @@ type Server struct {
 	logins  *loginLimiter
 	events  *hub
 	ingests lastIngest
+	// colCache keeps grid columns between requests.
+	colCache columnsCache
 	// touched remembers when a token's last use was last written, so a
 	// busy script does not write on every request.
 	touchMu sync.Mutex
