@@ -21,9 +21,10 @@ func newExportCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "export JOB_ID --format csv -o FILE",
 		Short: "Write a job's results as the grid shows them",
-		Long: `Write a job's items in input order with the grid's columns: seq, status,
-attempts, error, then every result field (first-seen order). Cells that a
-spreadsheet would run as formulas are neutralised with a leading quote.
+		Long: `Write a job's items in the grid's order (that of 'sluice items': by last
+change) with the grid's columns: seq, status, attempts, error, then every
+result field (first-seen order). Cells that a spreadsheet would run as
+formulas are neutralised with a leading quote.
 -o - writes to standard output.`,
 		Example: `  sluice export 1 --format csv -o results.csv
   sluice export 1 -o - --status DONE`,

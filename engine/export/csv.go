@@ -9,7 +9,8 @@ import (
 )
 
 // WriteCSV writes a job's export to w as CSV: a header row of the column
-// labels, then one row per item in seq order, restricted to items in one of
+// labels, then one row per item in the grid's order (Store.ListItems':
+// updated_at, id), restricted to items in one of
 // statuses (nil or empty: every item). It returns the number of item rows
 // written, the header not counted.
 //

@@ -7,8 +7,9 @@
 //
 // A job's table has four fixed columns, seq, status, attempts and error,
 // followed by one column per key of the items' Result objects: the union of
-// the keys of every item's Result, in first-seen order (items in seq order,
-// and within one Result the keys in the order they appear in its JSON text).
+// the keys of every item's Result, in first-seen order (items in the grid's
+// order, that of Store.ListItems: by last change, (updated_at, id); within
+// one Result the keys in the order they appear in its JSON text).
 //
 // A result key never hides a fixed column and never shares a column key with
 // one: a result key equal to a fixed key ("seq", "status", "attempts",

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -73,10 +74,7 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 	if limit <= 0 {
 		limit = 100
 	}
-	statuses := p.Statuses
-	if len(statuses) == 0 {
-		statuses = engine.ItemStatuses
-	}
+	statuses := distinctStatuses(p.Statuses)
 	var users []int64
 	if p.JobID == 0 {
 		if p.UserID != 0 {
@@ -190,64 +188,136 @@ func less(a, b *engine.Item) bool {
 	return a.ID < b.ID
 }
 
-// scanChunk is how many rows one export query reads; short queries keep
-// read snapshots short, so checkpoints are never held back for long.
-const scanChunk = 2000
-
-// ScanItems streams a job's items in seq order. Items are appended in seq
-// order, so their ids rise with seq: the scan walks the job's rowid range
-// (jobs.first_item_id..last_item_id), skipping rows of other jobs that were
-// ingested at the same time, with no index of its own.
+// ScanItems streams a job's items in ListItems' order, (updated_at, id),
+// from one read transaction: every status is its own range of the index
+// job_items(job_id, status, updated_at, id), read in index order by its own
+// statement, and the ranges are merged here as rows arrive, so nothing is
+// sorted or buffered beyond one row per status.
+//
+// The snapshot is held until the scan ends: while it lasts, checkpoints can
+// copy WAL frames only up to it and the WAL cannot start over, so a long
+// export during heavy writing lets the WAL grow until it ends (it is then
+// truncated as usual).
 func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
-	var first, last sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT first_item_id, last_item_id FROM jobs WHERE id = ?`, p.JobID).Scan(&first, &last)
+	if p.GridOnly && p.WithInput {
+		return engine.Errorf(engine.EINVALID, "scan items: GridOnly and WithInput exclude each other")
+	}
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
+	}
+	defer tx.Rollback()
+	// The first read fixes the snapshot every range below reads.
+	var one int
+	err = tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, p.JobID).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return notFound("job", p.JobID)
 	}
 	if err != nil {
 		return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
 	}
-	if !first.Valid {
-		return nil
-	}
-	q := selectItems(p.WithInput) + ` NOT INDEXED WHERE id > ? AND id <= ? AND job_id = ?`
-	var filter []any
-	if len(p.Statuses) > 0 {
-		q += " AND status IN (" + placeholders(len(p.Statuses)) + ")"
-		for _, st := range p.Statuses {
-			filter = append(filter, string(st))
+	var ranges []*scanRange
+	defer func() {
+		for _, r := range ranges {
+			r.rows.Close()
 		}
-	}
-	q += " ORDER BY id LIMIT ?"
-	after := first.Int64 - 1
-	for {
-		args := append(append([]any{after, last.Int64, p.JobID}, filter...), scanChunk)
-		rows, err := s.r.QueryContext(ctx, q, args...)
+	}()
+	for _, st := range distinctStatuses(p.Statuses) {
+		r := &scanRange{status: st, p: p}
+		q := selectItems(p.WithInput)
+		if p.GridOnly {
+			q = `SELECT id, seq, attempts, last_error, result_json, updated_at FROM job_items`
+		}
+		r.rows, err = tx.QueryContext(ctx, q+` INDEXED BY job_items_job_status_updated
+			WHERE job_id = ? AND status = ? ORDER BY updated_at, id`, p.JobID, string(st))
 		if err != nil {
 			return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
 		}
-		n := 0
-		for rows.Next() {
-			it, err := scanItem(rows, p.WithInput)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			n++
-			after = it.ID
-			if err := fn(it); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		ranges = append(ranges, r)
+		if err := r.next(); err != nil {
 			return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
 		}
-		if n < scanChunk {
+	}
+	for {
+		// At most six ranges: a linear search for the first head is
+		// cheaper than a heap.
+		var first *scanRange
+		for _, r := range ranges {
+			if r.head != nil && (first == nil || r.before(first)) {
+				first = r
+			}
+		}
+		if first == nil {
 			return nil
 		}
+		it := first.head
+		if err := fn(it); err != nil {
+			return err
+		}
+		if err := first.next(); err != nil {
+			return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
+		}
 	}
+}
+
+// scanRange is one status's rows of a scan and the row read last.
+type scanRange struct {
+	status engine.ItemStatus
+	p      *engine.ScanItemsParams
+	rows   *sql.Rows
+	// head is the next item to hand out, nil once the range is exhausted;
+	// updated is its stored updated_at.
+	head    *engine.Item
+	updated int64
+}
+
+// next reads the range's next row into head.
+func (r *scanRange) next() error {
+	r.head = nil
+	if !r.rows.Next() {
+		return r.rows.Err()
+	}
+	if !r.p.GridOnly {
+		it, err := scanItem(r.rows, r.p.WithInput)
+		if err != nil {
+			return err
+		}
+		r.head, r.updated = it, ms(it.UpdatedAt)
+		return nil
+	}
+	it := &engine.Item{JobID: r.p.JobID, Status: r.status}
+	var lastErr sql.NullString
+	var result []byte
+	if err := r.rows.Scan(&it.ID, &it.Seq, &it.Attempts, &lastErr, &result, &r.updated); err != nil {
+		return err
+	}
+	it.LastError, it.Result = lastErr.String, result
+	it.UpdatedAt = fromMS(r.updated)
+	r.head = it
+	return nil
+}
+
+// before reports whether r's head comes before o's in (updated_at, id) order.
+func (r *scanRange) before(o *scanRange) bool {
+	if r.updated != o.updated {
+		return r.updated < o.updated
+	}
+	return r.head.ID < o.head.ID
+}
+
+// distinctStatuses returns statuses without repeats, or every status when
+// it is empty: a filter that names a status twice still lists its items once.
+func distinctStatuses(statuses []engine.ItemStatus) []engine.ItemStatus {
+	if len(statuses) == 0 {
+		return engine.ItemStatuses
+	}
+	out := make([]engine.ItemStatus, 0, len(statuses))
+	for _, st := range statuses {
+		if !slices.Contains(out, st) {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // ReprocessItems puts terminal items back to PENDING.
