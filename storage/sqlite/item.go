@@ -3,8 +3,10 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 
 	"github.com/sluicehq/sluice/engine"
@@ -202,9 +204,69 @@ func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn fun
 	if p.GridOnly && p.WithInput {
 		return engine.Errorf(engine.EINVALID, "scan items: GridOnly and WithInput exclude each other")
 	}
+	var err error
+	if p.GridOnly {
+		err = s.scanGrid(ctx, p, fn)
+	} else {
+		err = s.scanFull(ctx, p, fn)
+	}
+	var fnErr *callbackError
+	if errors.As(err, &fnErr) {
+		return fnErr.err
+	}
+	if err != nil && !engine.IsNotFound(err) {
+		return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
+	}
+	return err
+}
+
+// callbackError carries fn's error out of a scan unchanged.
+type callbackError struct{ err error }
+
+func (e *callbackError) Error() string { return e.err.Error() }
+
+// itemRange is the rows of one status of a scan, in (updated_at, id) order.
+type itemRange interface {
+	// next reads the range's next item: head, or nil at the end.
+	next() error
+	head() *engine.Item
+	// updated is the stored updated_at of head.
+	updated() int64
+}
+
+// merge calls fn for the heads of ranges in (updated_at, id) order until
+// every range is exhausted. Each range has read its first row.
+func merge(ranges []itemRange, fn func(*engine.Item) error) error {
+	for {
+		// At most six ranges: a linear search for the first head is
+		// cheaper than a heap.
+		var first itemRange
+		for _, r := range ranges {
+			if h := r.head(); h != nil && (first == nil || r.updated() < first.updated() ||
+				r.updated() == first.updated() && h.ID < first.head().ID) {
+				first = r
+			}
+		}
+		if first == nil {
+			return nil
+		}
+		if err := fn(first.head()); err != nil {
+			return &callbackError{err}
+		}
+		if err := first.next(); err != nil {
+			return err
+		}
+	}
+}
+
+// scanQuery reads one status's range of a job in (updated_at, id) order.
+const scanQuery = ` INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = ? ORDER BY updated_at, id`
+
+// scanFull is ScanItems for whole items, through database/sql.
+func (s *Store) scanFull(ctx context.Context, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
-		return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
+		return err
 	}
 	defer tx.Rollback()
 	// The first read fixes the snapshot every range below reads.
@@ -214,95 +276,162 @@ func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn fun
 		return notFound("job", p.JobID)
 	}
 	if err != nil {
-		return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
+		return err
 	}
-	var ranges []*scanRange
-	defer func() {
-		for _, r := range ranges {
-			r.rows.Close()
-		}
-	}()
+	var ranges []itemRange
 	for _, st := range distinctStatuses(p.Statuses) {
-		r := &scanRange{status: st, p: p}
-		q := selectItems(p.WithInput)
-		if p.GridOnly {
-			q = `SELECT id, seq, attempts, last_error, result_json, updated_at FROM job_items`
-		}
-		r.rows, err = tx.QueryContext(ctx, q+` INDEXED BY job_items_job_status_updated
-			WHERE job_id = ? AND status = ? ORDER BY updated_at, id`, p.JobID, string(st))
+		rows, err := tx.QueryContext(ctx, selectItems(p.WithInput)+scanQuery, p.JobID, string(st))
 		if err != nil {
-			return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
-		}
-		ranges = append(ranges, r)
-		if err := r.next(); err != nil {
-			return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
-		}
-	}
-	for {
-		// At most six ranges: a linear search for the first head is
-		// cheaper than a heap.
-		var first *scanRange
-		for _, r := range ranges {
-			if r.head != nil && (first == nil || r.before(first)) {
-				first = r
-			}
-		}
-		if first == nil {
-			return nil
-		}
-		it := first.head
-		if err := fn(it); err != nil {
 			return err
 		}
-		if err := first.next(); err != nil {
-			return fmt.Errorf("scan items of job %d: %w", p.JobID, err)
+		defer rows.Close()
+		r := &sqlRange{rows: rows, withInput: p.WithInput}
+		if err := r.next(); err != nil {
+			return err
 		}
+		ranges = append(ranges, r)
 	}
+	return merge(ranges, fn)
 }
 
-// scanRange is one status's rows of a scan and the row read last.
-type scanRange struct {
-	status engine.ItemStatus
-	p      *engine.ScanItemsParams
-	rows   *sql.Rows
-	// head is the next item to hand out, nil once the range is exhausted;
-	// updated is its stored updated_at.
-	head    *engine.Item
-	updated int64
+// sqlRange is an itemRange of whole items.
+type sqlRange struct {
+	rows      *sql.Rows
+	withInput bool
+	it        *engine.Item
+	at        int64
 }
 
-// next reads the range's next row into head.
-func (r *scanRange) next() error {
-	r.head = nil
+func (r *sqlRange) head() *engine.Item { return r.it }
+func (r *sqlRange) updated() int64     { return r.at }
+
+func (r *sqlRange) next() error {
+	r.it = nil
 	if !r.rows.Next() {
 		return r.rows.Err()
 	}
-	if !r.p.GridOnly {
-		it, err := scanItem(r.rows, r.p.WithInput)
-		if err != nil {
-			return err
-		}
-		r.head, r.updated = it, ms(it.UpdatedAt)
-		return nil
-	}
-	it := &engine.Item{JobID: r.p.JobID, Status: r.status}
-	var lastErr sql.NullString
-	var result []byte
-	if err := r.rows.Scan(&it.ID, &it.Seq, &it.Attempts, &lastErr, &result, &r.updated); err != nil {
+	it, err := scanItem(r.rows, r.withInput)
+	if err != nil {
 		return err
 	}
-	it.LastError, it.Result = lastErr.String, result
-	it.UpdatedAt = fromMS(r.updated)
-	r.head = it
+	r.it, r.at = it, ms(it.UpdatedAt)
 	return nil
 }
 
-// before reports whether r's head comes before o's in (updated_at, id) order.
-func (r *scanRange) before(o *scanRange) bool {
-	if r.updated != o.updated {
-		return r.updated < o.updated
+// gridQuery reads the grid's fields of one status's range; the result comes
+// as a BLOB, which the driver hands over as the []byte Item.Result keeps.
+const gridQuery = `SELECT id, updated_at, seq, attempts, last_error, CAST(result_json AS BLOB) FROM job_items` + scanQuery
+
+// scanGrid is ScanItems for the grid's fields only: the export's path
+// through a million rows. It talks to the driver's connection directly
+// (database/sql's Conn.Raw), which saves database/sql's conversion of every
+// value of every row, about a fifth of the scan's time.
+func (s *Store) scanGrid(ctx context.Context, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
+	conn, err := s.r.Conn(ctx)
+	if err != nil {
+		return err
 	}
-	return r.head.ID < o.head.ID
+	defer conn.Close()
+	return conn.Raw(func(dc any) error {
+		begin, ok1 := dc.(driver.ConnBeginTx)
+		query, ok2 := dc.(driver.QueryerContext)
+		if !ok1 || !ok2 {
+			return errors.New("the sqlite driver cannot begin transactions or run queries with a context")
+		}
+		tx, err := begin.BeginTx(ctx, driver.TxOptions{ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		err = scanGridTx(ctx, query, p, fn)
+		if rerr := tx.Rollback(); rerr != nil {
+			// A connection left inside a transaction must not go back to
+			// the pool.
+			return errors.Join(err, rerr, driver.ErrBadConn)
+		}
+		return err
+	})
+}
+
+// scanGridTx runs scanGrid's queries inside its read transaction.
+func scanGridTx(ctx context.Context, q driver.QueryerContext, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
+	// The first read fixes the snapshot every range below reads.
+	rows, err := q.QueryContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, []driver.NamedValue{{Ordinal: 1, Value: p.JobID}})
+	if err != nil {
+		return err
+	}
+	err = rows.Next(make([]driver.Value, 1))
+	rows.Close()
+	if err == io.EOF {
+		return notFound("job", p.JobID)
+	}
+	if err != nil {
+		return err
+	}
+	var ranges []itemRange
+	for _, st := range distinctStatuses(p.Statuses) {
+		rows, err := q.QueryContext(ctx, gridQuery, []driver.NamedValue{
+			{Ordinal: 1, Value: p.JobID}, {Ordinal: 2, Value: string(st)}})
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		r := &gridRange{rows: rows, jobID: p.JobID, status: st, vals: make([]driver.Value, 6)}
+		if err := r.next(); err != nil {
+			return err
+		}
+		ranges = append(ranges, r)
+	}
+	return merge(ranges, fn)
+}
+
+// gridRange is an itemRange of the grid's fields, read from driver rows.
+type gridRange struct {
+	rows   driver.Rows
+	jobID  int64
+	status engine.ItemStatus
+	vals   []driver.Value
+	it     *engine.Item
+	at     int64
+}
+
+func (r *gridRange) head() *engine.Item { return r.it }
+func (r *gridRange) updated() int64     { return r.at }
+
+func (r *gridRange) next() error {
+	r.it = nil
+	if err := r.rows.Next(r.vals); err != nil {
+		if err == io.EOF {
+			return nil
+		}
+		return err
+	}
+	it := &engine.Item{JobID: r.jobID, Status: r.status}
+	var ok [6]bool
+	it.ID, ok[0] = r.vals[0].(int64)
+	r.at, ok[1] = r.vals[1].(int64)
+	it.Seq, ok[2] = r.vals[2].(int64)
+	attempts, ok3 := r.vals[3].(int64)
+	it.Attempts, ok[3] = int(attempts), ok3
+	switch v := r.vals[4].(type) {
+	case nil:
+		ok[4] = true
+	case string:
+		it.LastError, ok[4] = v, true
+	}
+	switch v := r.vals[5].(type) {
+	case nil:
+		ok[5] = true
+	case []byte:
+		it.Result, ok[5] = v, true
+	}
+	for i, good := range ok {
+		if !good {
+			return fmt.Errorf("column %d of item %v: unexpected %T", i, r.vals[0], r.vals[i])
+		}
+	}
+	it.UpdatedAt = fromMS(r.at)
+	r.it = it
+	return nil
 }
 
 // distinctStatuses returns statuses without repeats, or every status when
