@@ -392,6 +392,8 @@ type gridRange struct {
 	vals   []driver.Value
 	it     *engine.Item
 	at     int64
+	// slab holds items not yet handed out, allocated a batch at a time.
+	slab []engine.Item
 }
 
 func (r *gridRange) head() *engine.Item { return r.it }
@@ -405,7 +407,12 @@ func (r *gridRange) next() error {
 		}
 		return err
 	}
-	it := &engine.Item{JobID: r.jobID, Status: r.status}
+	if len(r.slab) == 0 {
+		r.slab = make([]engine.Item, 128)
+	}
+	it := &r.slab[0]
+	r.slab = r.slab[1:]
+	it.JobID, it.Status = r.jobID, r.status
 	var ok [6]bool
 	it.ID, ok[0] = r.vals[0].(int64)
 	r.at, ok[1] = r.vals[1].(int64)
