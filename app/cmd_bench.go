@@ -39,6 +39,9 @@ func newBenchCmd(g *globals) *cobra.Command {
   latency     --latency-n single-item jobs enqueued in-process 5 ms apart with an
               idle worker: enqueue call to processing start
   keyset      a 100-item page at random depths of the ingest benchmark's job
+  export      a job of --rows DONE items with 10 result fields (built once:
+              ingest, then the noop pipeline) exported to CSV and to XLSX by
+              'sluice export' in child processes (wall time, peak RSS)
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -47,10 +50,10 @@ Run one or some with --only ingest,keyset.`,
 			for _, s := range strings.Split(only, ",") {
 				if s = strings.TrimSpace(s); s != "" {
 					switch s {
-					case "ingest", "throughput", "latency", "keyset":
+					case "ingest", "throughput", "latency", "keyset", "export":
 						want[s] = true
 					default:
-						return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset)", s)
+						return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, export)", s)
 					}
 				}
 			}
@@ -99,6 +102,9 @@ Run one or some with --only ingest,keyset.`,
 			if err := run("keyset", b.keyset); err != nil {
 				return err
 			}
+			if err := run("export", b.export); err != nil {
+				return err
+			}
 			if asJSON {
 				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})
 			}
@@ -107,7 +113,7 @@ Run one or some with --only ingest,keyset.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&only, "only", "", "run only these benchmarks (comma separated)")
-	f.IntVar(&rows, "rows", 1_000_000, "rows of the ingest benchmark's CSV")
+	f.IntVar(&rows, "rows", 1_000_000, "rows of the ingest benchmark's CSV and of the export benchmark's job")
 	f.IntVar(&items, "items", 100_000, "items of the throughput benchmark")
 	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
