@@ -360,9 +360,9 @@ type ScanItemsParams struct {
 	Statuses []ItemStatus
 	// WithInput includes input and normalised input.
 	WithInput bool
-	// GridOnly fills only what the grid and the exports show: ID, JobID,
-	// Seq, Status, Attempts, LastError, Result and UpdatedAt (a store may
-	// read less for it). It excludes WithInput (EINVALID).
+	// GridOnly fills only what the grid's cells show: ID, JobID, Seq,
+	// Status, Attempts, LastError and Result (UpdatedAt may be left zero;
+	// a store may read less for it). It excludes WithInput (EINVALID).
 	GridOnly bool
 }
 
