@@ -2,10 +2,11 @@ package export
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/csv"
 	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -30,8 +31,7 @@ import (
 // error status. A failed write to w returns the error, with the number of
 // rows encoded before it; what w received is then incomplete.
 func WriteCSV(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus, w io.Writer) (int64, error) {
-	enc := newCSVEncoder()
-	t, err := buildTable(ctx, s, jobID, statuses, enc.encode)
+	t, err := buildTable(ctx, s, jobID, statuses, appendCSV)
 	if err != nil {
 		return 0, err
 	}
@@ -39,26 +39,46 @@ func WriteCSV(ctx context.Context, s engine.Store, jobID int64, statuses []engin
 	return t.writeCSV(w)
 }
 
-// csvEncoder encodes one row as a CSV record without its line end.
-type csvEncoder struct {
-	buf bytes.Buffer
-	w   *csv.Writer
+// appendCSV appends cells to dst as one CSV record without its line end,
+// exactly as encoding/csv's Writer (comma, no CRLF) writes it: a field is
+// quoted when it holds a comma, a quote, a carriage return or a line feed,
+// when it starts with a space (unicode.IsSpace), or when it is \. (which
+// PostgreSQL would read as the end of data); quotes inside are doubled.
+func appendCSV(dst []byte, cells []string) []byte {
+	for i, c := range cells {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if !csvNeedsQuotes(c) {
+			dst = append(dst, c...)
+			continue
+		}
+		dst = append(dst, '"')
+		for {
+			j := strings.IndexByte(c, '"')
+			if j < 0 {
+				break
+			}
+			dst = append(dst, c[:j+1]...)
+			dst = append(dst, '"')
+			c = c[j+1:]
+		}
+		dst = append(dst, c...)
+		dst = append(dst, '"')
+	}
+	return dst
 }
 
-func newCSVEncoder() *csvEncoder {
-	e := &csvEncoder{}
-	e.w = csv.NewWriter(&e.buf)
-	return e
-}
-
-// encode returns the CSV text of cells; it is valid until the next call.
-// Writing to a bytes.Buffer cannot fail.
-func (e *csvEncoder) encode(_ []byte, cells []string) []byte {
-	e.buf.Reset()
-	_ = e.w.Write(cells)
-	e.w.Flush()
-	b := e.buf.Bytes()
-	return b[:len(b)-1] // without the "\n"
+// csvNeedsQuotes reports whether appendCSV quotes c.
+func csvNeedsQuotes(c string) bool {
+	if c == "" {
+		return false
+	}
+	if c == `\.` || strings.ContainsAny(c, ",\"\r\n") {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(c)
+	return unicode.IsSpace(r)
 }
 
 // writeCSV writes the header and the spooled rows to w, each row completed
@@ -69,8 +89,7 @@ func (t *table) writeCSV(w io.Writer) (int64, error) {
 	for i, c := range t.cols {
 		labels[i] = Neutralize(c.Label)
 	}
-	enc := newCSVEncoder()
-	if _, err := bw.Write(enc.encode(nil, labels)); err != nil {
+	if _, err := bw.Write(appendCSV(nil, labels)); err != nil {
 		return 0, err
 	}
 	if err := bw.WriteByte('\n'); err != nil {
