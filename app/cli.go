@@ -88,7 +88,7 @@ Quick start:
   sluice ingest examples/products.csv --wait     store the rows, process them
   sluice jobs                                    list jobs
   sluice items 1 --status ERROR,NOT_FOUND        look at what failed
-  sluice export 1 --format csv -o out.csv        the results as CSV
+  sluice export 1 -o out.csv                     the results as CSV (-o out.xlsx: XLSX)
 
 Environment:
   SLUICE_DATA        data directory (same as --data)

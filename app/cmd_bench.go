@@ -51,6 +51,9 @@ func newBenchCmd(g *globals) *cobra.Command {
   stages      --stage-items through a 3-stage noop pipeline vs the 1-stage one
   images      --images JPEGs of --image-size through 'sluice ingest DIR --wait'
               in a child process (wall time, peak RSS)
+  export      a job of --rows DONE items with 10 result fields (built once:
+              ingest, then the noop pipeline) exported to CSV and to XLSX by
+              'sluice export' in child processes (wall time, peak RSS)
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -59,11 +62,11 @@ Run one or some with --only ingest,keyset.`,
 			for _, s := range strings.Split(only, ",") {
 				if s = strings.TrimSpace(s); s != "" {
 					switch s {
-					case "ingest", "throughput", "latency", "keyset", "apipages", "upload":
+					case "ingest", "throughput", "latency", "keyset", "apipages", "upload", "export":
 						want[s] = true
 					default:
 						if !isProcessorBench(s) {
-							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, %s)", s, strings.Join(processorBenchNames, ", "))
+							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s)", s, strings.Join(processorBenchNames, ", "))
 						}
 						want[s] = true
 					}
@@ -125,6 +128,9 @@ Run one or some with --only ingest,keyset.`,
 					return err
 				}
 			}
+			if err := run("export", b.export); err != nil {
+				return err
+			}
 			if asJSON {
 				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})
 			}
@@ -133,7 +139,7 @@ Run one or some with --only ingest,keyset.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&only, "only", "", "run only these benchmarks (comma separated)")
-	f.IntVar(&rows, "rows", 1_000_000, "rows of the ingest benchmark's CSV")
+	f.IntVar(&rows, "rows", 1_000_000, "rows of the ingest benchmark's CSV and of the export benchmark's job")
 	f.IntVar(&items, "items", 100_000, "items of the throughput benchmark")
 	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON")

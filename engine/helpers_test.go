@@ -1,10 +1,12 @@
 package engine_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -94,7 +96,7 @@ func csvRows(n int) string {
 	return b.String()
 }
 
-// scanItems returns every item of a job, in seq order, with its input.
+// scanItems returns every item of a job, sorted by seq, with its input.
 func scanItems(t *testing.T, s engine.Store, jobID int64) []*engine.Item {
 	t.Helper()
 	var out []*engine.Item
@@ -103,6 +105,7 @@ func scanItems(t *testing.T, s engine.Store, jobID int64) []*engine.Item {
 		return nil
 	})
 	require.NoError(t, err)
+	slices.SortFunc(out, func(a, b *engine.Item) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out
 }
 

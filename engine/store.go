@@ -104,7 +104,13 @@ type Store interface {
 	// PENDING item's updated_at is the moment it is due, so pending items
 	// list in the order they will be picked up.
 	ListItems(ctx context.Context, p *ListItemsParams) (*ItemPage, error)
-	// ScanItems calls fn for every item of a job in seq order, streaming.
+	// ScanItems calls fn for every item of a job in one of p.Statuses
+	// (every item when empty), streaming, in ListItems' order: (updated_at,
+	// id). The scan reads one snapshot, so it visits exactly the items, in
+	// exactly the order, that a walk over ListItems pages with the same
+	// job and statuses lists when nothing changes meanwhile; a status named
+	// twice counts once. It stops at fn's first error and returns it; a
+	// missing job is ErrNotFound.
 	ScanItems(ctx context.Context, p *ScanItemsParams, fn func(*Item) error) error
 	// ReprocessItems puts terminal items back to PENDING (due now, locks
 	// cleared) and the job back to QUEUED; it returns how many it moved.
@@ -360,10 +366,15 @@ type ItemPage struct {
 
 // ScanItemsParams are the arguments of Store.ScanItems.
 type ScanItemsParams struct {
-	JobID    int64
+	JobID int64
+	// Statuses filters; empty means every status.
 	Statuses []ItemStatus
 	// WithInput includes input and normalised input.
 	WithInput bool
+	// GridOnly fills only what the grid's cells show: ID, JobID, Seq,
+	// Status, Attempts, LastError and Result (UpdatedAt may be left zero;
+	// a store may read less for it). It excludes WithInput (EINVALID).
+	GridOnly bool
 }
 
 // ReprocessParams are the arguments of Store.ReprocessItems. With ItemIDs,

@@ -76,19 +76,16 @@ func showsResultKey(colKey, k string) bool {
 // (nil or empty: every item), in order: seq, status, attempts, error, then
 // one column per result key in first-seen order (see the package
 // documentation for the order, keys and labels). It reads every matching
-// item once, keeping only the set of keys seen.
+// item once, keeping only the set of keys seen; the files' columns are
+// found the same way in the same pass that renders their rows.
 //
 // Columns fails if an item's Result is not valid JSON or is neither a JSON
 // object nor null.
 func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus) ([]Column, error) {
 	cols := append([]Column(nil), fixedColumns...)
 	seen := make(map[string]struct{})
-	p := &engine.ScanItemsParams{JobID: jobID, Statuses: statuses}
-	err := s.ScanItems(ctx, p, func(it *engine.Item) error {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		return eachResultField(it, func(k, _ string, _ bool) error {
+	err := streamItems(ctx, s, jobID, statuses, func(it *engine.Item) error {
+		return eachOwnResultField(it, func(k, _ string, _ bool) error {
 			if _, dup := seen[k]; dup {
 				return nil
 			}

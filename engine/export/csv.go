@@ -1,67 +1,122 @@
 package export
 
 import (
+	"bufio"
 	"context"
-	"encoding/csv"
 	"io"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
 )
 
 // WriteCSV writes a job's export to w as CSV: a header row of the column
-// labels, then one row per item in seq order, restricted to items in one of
-// statuses (nil or empty: every item). It returns the number of item rows
-// written, the header not counted.
+// labels, then one row per item in the grid's order (Store.ListItems':
+// updated_at, id), restricted to items in one of statuses (nil or empty:
+// every item). It returns the number of item rows written, the header not
+// counted.
 //
-// It reads the items twice, once for Columns and once for the rows, and
-// holds one item at a time, so any job size streams in constant memory.
-// Every cell, the header included, goes through Neutralize. Lines end in
-// "\n" (see the package documentation).
+// The items are read once, from one snapshot of the store, so the header
+// and the rows always agree, even on a job that is still running. Since
+// the header is known only after the last item, the rows wait in a spool
+// (memory, then a temporary file in os.TempDir) and memory stays bounded
+// whatever the job's size. Every cell, the header included, goes through
+// Neutralize. Lines end in "\n" (see the package documentation).
 //
-// The two passes are not one snapshot: on a job that is still running, an
-// item may change between them. Its row then shows its state at the second
-// pass, and a result key that first appears between the passes has no column
-// and is left out; export a finished (or paused) job for an exact file.
-//
-// WriteCSV stops at the first error: ctx cancelled (checked before every
-// item), a failed write to w, or an item whose Result is not a JSON object or
-// null. It then flushes the rows produced so far to w and returns their count
-// with the error, so a caller that already sent part of a response can tell
-// how far it got.
+// Nothing is written to w until every item has been read: when ctx is
+// cancelled (checked before every item), the store fails or an item's
+// Result is neither a JSON object nor null, WriteCSV returns 0 and the
+// error and w is untouched, so an HTTP handler can still answer with an
+// error status. A failed write to w returns the error, with the number of
+// rows encoded before it; what w received is then incomplete.
 func WriteCSV(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus, w io.Writer) (int64, error) {
-	cols, err := Columns(ctx, s, jobID, statuses)
+	t, err := buildTable(ctx, s, jobID, statuses, appendCSV)
 	if err != nil {
 		return 0, err
 	}
-	cw := csv.NewWriter(w)
-	row := make([]string, len(cols))
-	for i, c := range cols {
-		row[i] = Neutralize(c.Label)
+	defer t.spool.close()
+	return t.writeCSV(w)
+}
+
+// appendCSV appends cells to dst as one CSV record without its line end,
+// exactly as encoding/csv's Writer (comma, no CRLF) writes it: a field is
+// quoted when it holds a comma, a quote, a carriage return or a line feed,
+// when it starts with a space (unicode.IsSpace), or when it is \. (which
+// PostgreSQL would read as the end of data); quotes inside are doubled.
+func appendCSV(dst []byte, cells []string) []byte {
+	for i, c := range cells {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if !csvNeedsQuotes(c) {
+			dst = append(dst, c...)
+			continue
+		}
+		dst = append(dst, '"')
+		for {
+			j := strings.IndexByte(c, '"')
+			if j < 0 {
+				break
+			}
+			dst = append(dst, c[:j+1]...)
+			dst = append(dst, '"')
+			c = c[j+1:]
+		}
+		dst = append(dst, c...)
+		dst = append(dst, '"')
 	}
-	if err := cw.Write(row); err != nil {
+	return dst
+}
+
+// csvNeedsQuotes reports whether appendCSV quotes c.
+func csvNeedsQuotes(c string) bool {
+	if c == "" {
+		return false
+	}
+	if c == `\.` || strings.ContainsAny(c, ",\"\r\n") {
+		return true
+	}
+	r, _ := utf8.DecodeRuneInString(c)
+	return unicode.IsSpace(r)
+}
+
+// writeCSV writes the header and the spooled rows to w, each row completed
+// with empty cells for the columns that appeared after it was read.
+func (t *table) writeCSV(w io.Writer) (int64, error) {
+	bw := bufio.NewWriterSize(w, 256<<10)
+	labels := make([]string, len(t.cols))
+	for i, c := range t.cols {
+		labels[i] = Neutralize(c.Label)
+	}
+	if _, err := bw.Write(appendCSV(nil, labels)); err != nil {
+		return 0, err
+	}
+	if err := bw.WriteByte('\n'); err != nil {
+		return 0, err
+	}
+	r, err := t.spool.reader()
+	if err != nil {
 		return 0, err
 	}
 	var n int64
-	p := &engine.ScanItemsParams{JobID: jobID, Statuses: statuses}
-	err = s.ScanItems(ctx, p, func(it *engine.Item) error {
-		if err := ctx.Err(); err != nil {
-			return err
+	for ; n < t.rows; n++ {
+		cells, rec, err := r.next()
+		if err != nil {
+			if err == io.EOF {
+				err = errSpoolCorrupt
+			}
+			return n, err
 		}
-		if err := fillCells(row, it, cols); err != nil {
-			return err
+		if _, err := bw.Write(rec); err != nil {
+			return n, err
 		}
-		for i, c := range row {
-			row[i] = Neutralize(c)
+		for range len(t.cols) - cells {
+			bw.WriteByte(',')
 		}
-		if err := cw.Write(row); err != nil {
-			return err
+		if err := bw.WriteByte('\n'); err != nil {
+			return n, err
 		}
-		n++
-		return nil
-	})
-	cw.Flush()
-	if err == nil {
-		err = cw.Error()
 	}
-	return n, err
+	return n, bw.Flush()
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -316,9 +317,22 @@ func valueText(v string, spaced bool) (string, error) {
 
 // eachResultField calls fn for every key of an item's Result object, in
 // text order, with the raw value; a Result that is null or absent has none.
-// Errors (malformed JSON, or fn's) name the item.
+// Errors (malformed JSON, or fn's) name the item. Keys and values may be
+// substrings of a copy of the Result.
 func eachResultField(it *engine.Item, fn func(key, value string, spaced bool) error) error {
-	iter, ok, err := newObjectIter(string(it.Result))
+	return eachField(it, string(it.Result), fn)
+}
+
+// eachOwnResultField is eachResultField without the copy: keys and values
+// may be substrings of it.Result itself, so it is only for items that
+// nothing changes while they are in use (those of the export's own scan).
+func eachOwnResultField(it *engine.Item, fn func(key, value string, spaced bool) error) error {
+	return eachField(it, unsafe.String(unsafe.SliceData(it.Result), len(it.Result)), fn)
+}
+
+// eachField walks result, the text of it.Result, for eachResultField.
+func eachField(it *engine.Item, result string, fn func(key, value string, spaced bool) error) error {
+	iter, ok, err := newObjectIter(result)
 	if err != nil {
 		return itemError(it, err)
 	}

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"slices"
@@ -20,12 +21,14 @@ type fakeStore struct {
 	onItem func(visited int)
 }
 
-// ScanItems calls fn with a copy of every item of the job in seq order,
-// restricted to p.Statuses when not empty.
+// ScanItems calls fn with a copy of every item of the job in (UpdatedAt,
+// ID) order, as a store does, restricted to p.Statuses when not empty.
 func (f *fakeStore) ScanItems(_ context.Context, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
 	f.scans++
 	items := slices.Clone(f.items)
-	slices.SortStableFunc(items, func(a, b *engine.Item) int { return int(a.Seq - b.Seq) })
+	slices.SortStableFunc(items, func(a, b *engine.Item) int {
+		return cmp.Or(a.UpdatedAt.Compare(b.UpdatedAt), cmp.Compare(a.ID, b.ID))
+	})
 	for _, it := range items {
 		if it.JobID != p.JobID {
 			continue

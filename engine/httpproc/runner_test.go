@@ -1,10 +1,12 @@
 package httpproc_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +77,7 @@ func TestRunnerDrainsAnHTTPPipeline(t *testing.T) {
 		return nil
 	}))
 	require.Len(t, items, n)
+	slices.SortFunc(items, func(a, b *engine.Item) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, it := range items {
 		sku := fmt.Sprintf("SKU-%d", it.Seq)
 		if missing[sku] {

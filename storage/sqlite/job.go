@@ -318,9 +318,11 @@ func (s *Store) DeleteJob(ctx context.Context, id int64) (*engine.File, error) {
 			return err
 		}
 		if first.Valid {
-			// The job's items occupy the id range first..last (see
-			// ScanItems); both deletes walk that range of an index instead
-			// of the whole attempts table.
+			// The job's items occupy the id range first..last (items are
+			// appended in seq order, and other jobs' rows interleaved by
+			// concurrent ingests are filtered out by job_id); both deletes
+			// walk that range of an index instead of the whole attempts
+			// table.
 			if _, err := tx.ExecContext(ctx, `DELETE FROM item_attempts WHERE item_id BETWEEN ? AND ? AND job_id = ?`,
 				first.Int64, last.Int64, id); err != nil {
 				return err

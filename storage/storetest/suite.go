@@ -17,6 +17,7 @@
 package storetest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -252,6 +253,7 @@ func (e *env) items(jobID int64) []*engine.Item {
 		return nil
 	})
 	require.NoError(e.t, err, "ScanItems")
+	slices.SortFunc(out, func(a, b *engine.Item) int { return cmp.Compare(a.Seq, b.Seq) })
 	return out
 }
 
