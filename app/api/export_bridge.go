@@ -8,10 +8,11 @@ import (
 	"github.com/sluicehq/sluice/engine/export"
 )
 
-// exportWrite writes the grid in a format.
+// exportWrite writes the grid in a format ("csv" or "xlsx").
 func exportWrite(ctx context.Context, st engine.Store, jobID int64, sts []engine.ItemStatus, format string, w io.Writer) (int64, error) {
-	if format != "csv" {
-		return 0, engine.Errorf(engine.EINVALID, "format: %q export is not available yet", format)
+	f, err := export.ParseFormat(format)
+	if err != nil {
+		return 0, engine.Errorf(engine.EINVALID, "format: %s", engine.ErrorMessage(err))
 	}
-	return export.WriteCSV(ctx, st, jobID, sts, w)
+	return export.Write(ctx, st, jobID, sts, f, w)
 }

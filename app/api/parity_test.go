@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/xuri/excelize/v2"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -119,10 +120,11 @@ func (h *harness) gridRows(jobID int64, statuses string) []map[string]json.RawMe
 	}
 }
 
-// TestExportParityCSV: the CSV export holds exactly the grid: the columns
-// of /columns (labels as headers), the rows of /items in their order under
-// the same filter, and the same cell values, neutralised.
-func TestExportParityCSV(t *testing.T) {
+// TestExportParity: the CSV and XLSX exports hold exactly the grid: the
+// columns of /columns (labels as headers), the rows of /items in their
+// order under the same filter, and the same cell values, neutralised. (The
+// export package's own tests also read the XLSX with openpyxl.)
+func TestExportParity(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t)
 	j := h.gridJob()
@@ -156,5 +158,41 @@ func TestExportParityCSV(t *testing.T) {
 				require.Equal(t, want, recs[r+1][i], "statuses=%q row %d column %s", statuses, r+1, c.Key)
 			}
 		}
+
+		// The XLSX export holds the same cells; plain numbers are number
+		// cells (of the same value), everything else text.
+		resp, body = h.get(fmt.Sprintf("/api/jobs/%d/export?format=xlsx&statuses=%s", j.ID, statuses), h.ownerTok)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		require.Equal(t, "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet", resp.Header.Get("Content-Type"))
+		f, err := excelize.OpenReader(bytes.NewReader(body))
+		require.NoError(t, err)
+		sheet := f.GetSheetList()[0]
+		xrows, err := f.GetRows(sheet, excelize.Options{RawCellValue: true})
+		require.NoError(t, err)
+		require.Len(t, xrows, len(rows)+1)
+		for i, c := range cols {
+			require.Equal(t, c.Label, xrows[0][i])
+		}
+		for r, it := range rows {
+			for i, c := range cols {
+				want := spreadsheetSafe(cellFromAPI(t, it, c.Key))
+				got := ""
+				if i < len(xrows[r+1]) {
+					got = xrows[r+1][i]
+				}
+				ref, _ := excelize.CoordinatesToCellName(i+1, r+2)
+				typ, err := f.GetCellType(sheet, ref)
+				require.NoError(t, err)
+				where := fmt.Sprintf("xlsx statuses=%q row %d column %s", statuses, r+1, c.Key)
+				if wn, err := strconv.ParseFloat(want, 64); err == nil && typ != excelize.CellTypeInlineString && typ != excelize.CellTypeSharedString {
+					gn, err := strconv.ParseFloat(got, 64)
+					require.NoError(t, err, where)
+					require.Equal(t, wn, gn, where)
+					continue
+				}
+				require.Equal(t, want, got, where)
+			}
+		}
+		require.NoError(t, f.Close())
 	}
 }
