@@ -352,6 +352,9 @@ type ListItemsParams struct {
 	UserID int64
 	// Statuses filters; empty means every status.
 	Statuses []ItemStatus
+	// Pipeline restricts to items of jobs on that pipeline ("" = any): the
+	// pending view's job type.
+	Pipeline string
 	After    *Cursor
 	Limit    int
 	// WithInput includes the full input; listings leave it out.

@@ -585,3 +585,18 @@ func TestColumnsFollowChanges(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, cols(), "fresh", "the finished job changed: its columns are read again")
 }
+
+func TestPendingJobType(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	h.ownerJob(2)
+	_, err := h.st.PutPipeline(t.Context(), &engine.PutPipelineParams{Pipeline: &engine.Pipeline{Name: "lookup",
+		Stages: []engine.Stage{{Processor: "noop"}}}, Now: time.Now()})
+	require.NoError(t, err)
+	resp, body := h.postJSON("/api/jobs", h.ownerTok, map[string]any{"pipeline": "lookup", "items": []map[string]string{{"a": "1"}}})
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
+	_, body = h.get("/api/pending?jobType=lookup", h.ownerTok)
+	require.Len(t, decode[itemsPage](t, body).Items, 1)
+	_, body = h.get("/api/pending?jobType=noop", h.ownerTok)
+	require.Len(t, decode[itemsPage](t, body).Items, 2)
+}

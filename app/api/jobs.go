@@ -289,10 +289,8 @@ func (s *Server) pending(w http.ResponseWriter, r *http.Request, c *caller) erro
 		q.Set("statuses", "PENDING,PROCESSING")
 		r.URL.RawQuery = q.Encode()
 	}
-	if q.Get("jobType") != "" {
-		return engine.Errorf(engine.EINVALID, "jobType: filtering the pending view by job type is not supported yet")
-	}
-	page, err := s.itemPage(r, &engine.ListItemsParams{UserID: owner})
+	// A job's type is its pipeline (image, a lookup, noop...).
+	page, err := s.itemPage(r, &engine.ListItemsParams{UserID: owner, Pipeline: q.Get("jobType")})
 	if err != nil {
 		return err
 	}

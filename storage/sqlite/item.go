@@ -158,11 +158,20 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 				q += " AND user_id = ?"
 				args = append(args, p.UserID)
 			}
+			if p.Pipeline != "" {
+				q += " AND pipeline = ?"
+				args = append(args, p.Pipeline)
+			}
 			err = keyRange(q, args...)
 		} else {
 			for _, u := range users {
-				err = keyRange(selectItems(p.WithInput)+` INDEXED BY job_items_status_user_updated WHERE status = ? AND user_id = ?`,
-					string(st), u)
+				q := selectItems(p.WithInput) + ` INDEXED BY job_items_status_user_updated WHERE status = ? AND user_id = ?`
+				args := []any{string(st), u}
+				if p.Pipeline != "" {
+					q += " AND pipeline = ?"
+					args = append(args, p.Pipeline)
+				}
+				err = keyRange(q, args...)
 				if err != nil {
 					break
 				}

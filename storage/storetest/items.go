@@ -22,6 +22,28 @@ var itemTests = []subtest{
 	{"ListAcrossJobs", testListItemsAcrossJobs},
 	{"ListUser", testListItemsUser},
 	{"ListWithInput", testListItemsWithInput},
+	{"ListPipeline", testListItemsPipeline},
+}
+
+// testListItemsPipeline: Pipeline restricts a listing to jobs on that
+// pipeline, within a job and across jobs.
+func testListItemsPipeline(t *testing.T, e *env) {
+	_, err := e.s.PutPipeline(e.ctx, &engine.PutPipelineParams{Pipeline: &engine.Pipeline{Name: "other",
+		Stages: []engine.Stage{{Processor: "noop"}}}, Now: e.now()})
+	require.NoError(t, err)
+	a := e.queuedJob(3)
+	other := e.queuedJob(2, func(p *engine.CreateJobParams) { p.Pipeline = "other" })
+
+	got := e.walkItems(engine.ListItemsParams{Pipeline: "other", Limit: 1})
+	require.Len(t, got, 2)
+	for _, it := range got {
+		require.Equal(t, other.ID, it.JobID)
+		require.Equal(t, "other", it.Pipeline)
+	}
+	got = e.walkItems(engine.ListItemsParams{Pipeline: engine.DefaultPipeline, Statuses: []engine.ItemStatus{engine.ItemPending}, Limit: 2})
+	require.Len(t, got, 3)
+	got = e.walkItems(engine.ListItemsParams{JobID: a.ID, Pipeline: "other", Limit: 2})
+	require.Empty(t, got)
 }
 
 // testGetItem: an item reads back with input, normalised input and result.
