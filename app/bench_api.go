@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -72,14 +73,21 @@ func (b *bench) startServe(ctx context.Context, data string) (*serveChild, error
 	return c, nil
 }
 
-// stop ends the server and returns its peak RSS in MB.
+// stop ends the server and returns its peak RSS in MB: its own VmHWM,
+// read before it exits (a child's ru_maxrss carries this process's
+// high-water mark; see runMeasured).
 func (c *serveChild) stop() float64 {
+	var peakKB int64
+	if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid)); err == nil {
+		for _, line := range strings.Split(string(raw), "\n") {
+			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				peakKB, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			}
+		}
+	}
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	_ = c.cmd.Wait()
-	if ru, ok := c.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		return float64(ru.Maxrss) / 1024
-	}
-	return 0
+	return float64(peakKB) / 1024
 }
 
 func (c *serveChild) get(ctx context.Context, client *http.Client, path string) error {

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -52,6 +53,13 @@ func exportRows(t *testing.T, c *cli, job int64) []map[string]string {
 		}
 		got = append(got, m)
 	}
+	// The export follows the grid's order (last update first come); the
+	// checks below go by input row.
+	slices.SortFunc(got, func(a, b map[string]string) int {
+		x, _ := strconv.Atoi(a["Seq"])
+		y, _ := strconv.Atoi(b["Seq"])
+		return x - y
+	})
 	return got
 }
 
