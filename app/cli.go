@@ -146,7 +146,7 @@ Environment:
 		return runServe(cmd, g, &sf)
 	}
 	root.AddCommand(
-		newServeCmd(g), newUserCmd(g), newAuditCmd(g),
+		newServeCmd(g), newUserCmd(g), newAuditCmd(g), newKickoffCmd(g), newDeadCmd(g),
 		newIngestCmd(g), newWorkerCmd(g), newJobsCmd(g), newJobCmd(g), newItemsCmd(g), newItemCmd(g),
 		newExportCmd(g), newReprocessCmd(g), newStateCmd(g, "pause"), newStateCmd(g, "resume"),
 		newStateCmd(g, "cancel"), newDeleteCmd(g), newPipelineCmd(g), newPipelinesCmd(g),
