@@ -34,7 +34,7 @@ func (f *serveFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.concurrency, "concurrency", 0, "items processed at once by this server's workers (default SLUICE_CONCURRENCY or 8)")
 	fl.Int64Var(&f.maxUploadMB, "max-upload-mb", envInt64("SLUICE_MAX_UPLOAD_MB", 2048), "largest upload accepted, in MiB (env SLUICE_MAX_UPLOAD_MB)")
 	fl.BoolVar(&f.pendingView, "pending-view", envOr("SLUICE_PENDING_VIEW", "1") != "0", "serve the global pending view /api/pending (env SLUICE_PENDING_VIEW=0 turns it off)")
-	fl.BoolVar(&f.noWorkers, "no-workers", false, "run no workers in this process (other `sluice worker` processes do the work)")
+	fl.BoolVar(&f.noWorkers, "no-workers", false, "run no workers in this process (separate 'sluice worker' processes do the work)")
 }
 
 func envInt64(name string, def int64) int64 {
