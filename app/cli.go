@@ -150,7 +150,7 @@ Environment:
 		newIngestCmd(g), newWorkerCmd(g), newJobsCmd(g), newJobCmd(g), newItemsCmd(g), newItemCmd(g),
 		newExportCmd(g), newReprocessCmd(g), newStateCmd(g, "pause"), newStateCmd(g, "resume"),
 		newStateCmd(g, "cancel"), newDeleteCmd(g), newPipelineCmd(g), newPipelinesCmd(g),
-		newHostsCmd(g),
+		newHostsCmd(g), newStatsCmd(g),
 		newBenchCmd(g), newVersionCmd(g),
 	)
 	for _, c := range root.Commands() {

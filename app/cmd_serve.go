@@ -126,7 +126,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		}
 	}
 	srv, err := api.New(api.Config{
-		Store: env.Store, Ingester: ing, Runner: runner, Hosts: env.Hosts, Notifier: env.Notifier, Log: env.Log,
+		Store: env.Store, Ingester: ing, Runner: runner, Hosts: env.Hosts, Lease: env.Tuning.Lease, Notifier: env.Notifier, Log: env.Log,
 		Registry: env.Registry, DataDir: env.Data, MaxUploadBytes: f.maxUploadMB << 20, PendingView: f.pendingView,
 		PoolStats: func() map[string]sql.DBStats { return env.Store.PoolStats() },
 		UI:        frontend.Handler(),

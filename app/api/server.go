@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/engine/adapt"
 	"github.com/sluicehq/sluice/engine/hostlimit"
 )
 
@@ -27,6 +28,9 @@ type Config struct {
 	Runner *engine.Runner
 	// Hosts is the per-host limiter the http stages share (stats).
 	Hosts *hostlimit.Limiter
+	// Lease is the Runner's lease bounds, for the lease series of
+	// GET /api/stats?series=1; zero fields take their defaults.
+	Lease adapt.LeaseConfig
 	// NewRunner makes a runner for a kickoff slice.
 	NewRunner func(cfg engine.RunnerConfig) (*engine.Runner, error)
 	Notifier  *engine.Notifier
@@ -64,6 +68,8 @@ type Server struct {
 	logins  *loginLimiter
 	events  *hub
 	ingests lastIngest
+	// series keeps the last minutes of the stats (stats_series.go).
+	series *statsRecorder
 	// colCache keeps grid columns between requests.
 	colCache columnsCache
 	// touched remembers when a token's last use was last written, so a
@@ -95,6 +101,7 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{
 		cfg: cfg, store: cfg.Store, log: cfg.Log, now: cfg.Now, mux: http.NewServeMux(),
 		logins: newLoginLimiter(), touched: map[int64]time.Time{}, done: make(chan struct{}),
+		series: newStatsRecorder(),
 	}
 	s.reg = prometheus.NewRegistry()
 	s.metrics = newMetrics(s, s.reg)
@@ -118,9 +125,11 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // not wait for them.
 func (s *Server) Close() { s.closeOnce.Do(func() { close(s.done) }) }
 
-// Start runs the background parts (the event hub) until ctx ends.
+// Start runs the background parts (the event hub, the stats recorder)
+// until ctx ends.
 func (s *Server) Start(ctx context.Context) {
 	go s.events.run(ctx)
+	go s.recordStats(ctx)
 	go s.sweepTokens(ctx)
 }
 

@@ -19,6 +19,8 @@ type statsOut struct {
 	Hosts  []hostlimit.HostState `json:"hosts"`
 	// LastIngest describes the adaptive batches of the last upload.
 	LastIngest *ingestStats `json:"lastIngest,omitempty"`
+	// Series is the last minutes of samples, with ?series=1.
+	Series *seriesOut `json:"series,omitempty"`
 }
 
 type ingestStats struct {
@@ -69,6 +71,9 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ *caller) error 
 	out, err := s.snapshot(r)
 	if err != nil {
 		return err
+	}
+	if v := r.URL.Query().Get("series"); v != "" && v != "0" && v != "false" {
+		out.Series = s.series.snapshot()
 	}
 	return writeJSON(w, http.StatusOK, out)
 }
