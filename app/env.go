@@ -60,6 +60,9 @@ type Tuning struct {
 	// ReapInterval and StaleIngestAfter: see engine.RunnerConfig.
 	ReapInterval     time.Duration
 	StaleIngestAfter time.Duration
+	// MaxInFlightPerJob and MaxInFlightPerUser: see engine.RunnerConfig.
+	MaxInFlightPerJob  int
+	MaxInFlightPerUser int
 }
 
 // TuningFromEnv reads the bounds; a malformed value is an error naming the
@@ -106,6 +109,8 @@ func TuningFromEnv() (Tuning, error) {
 	intVar("SLUICE_CONCURRENCY", &t.Concurrency)
 	msVar("SLUICE_REAP_INTERVAL_MS", &t.ReapInterval)
 	msVar("SLUICE_STALE_INGEST_MS", &t.StaleIngestAfter)
+	intVar("SLUICE_MAX_INFLIGHT_PER_JOB", &t.MaxInFlightPerJob)
+	intVar("SLUICE_MAX_INFLIGHT_PER_USER", &t.MaxInFlightPerUser)
 	t.Ingest = t.Ingest.WithDefaults()
 	t.Claim = t.Claim.WithDefaults()
 	t.Lease = t.Lease.WithDefaults()
@@ -241,6 +246,7 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 		Store: e.Store, Registry: e.Registry, Notifier: e.Notifier, Logger: e.Log,
 		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
 		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter,
+		MaxInFlightPerJob: e.Tuning.MaxInFlightPerJob, MaxInFlightPerUser: e.Tuning.MaxInFlightPerUser,
 	})
 }
 

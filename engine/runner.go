@@ -39,6 +39,11 @@ type RunnerConfig struct {
 	CompleteBatch int
 	// MaxJobsPerClaim spreads a claim over this many jobs; default 8.
 	MaxJobsPerClaim int
+	// MaxInFlightPerJob and MaxInFlightPerUser cap the PROCESSING items of
+	// one job, and of one user's jobs together, across every worker
+	// (ClaimItemsParams); 0 = no limit.
+	MaxInFlightPerJob  int
+	MaxInFlightPerUser int
 	// ShutdownGrace is how long in-flight items may run after Run's
 	// context ends before their contexts are canceled; default 10s.
 	ShutdownGrace time.Duration
