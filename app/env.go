@@ -63,6 +63,8 @@ type Tuning struct {
 	// MaxInFlightPerJob and MaxInFlightPerUser: see engine.RunnerConfig.
 	MaxInFlightPerJob  int
 	MaxInFlightPerUser int
+	// Pressure shrinks claims under CPU or memory pressure.
+	Pressure engine.PressureConfig
 }
 
 // TuningFromEnv reads the bounds; a malformed value is an error naming the
@@ -111,6 +113,13 @@ func TuningFromEnv() (Tuning, error) {
 	msVar("SLUICE_STALE_INGEST_MS", &t.StaleIngestAfter)
 	intVar("SLUICE_MAX_INFLIGHT_PER_JOB", &t.MaxInFlightPerJob)
 	intVar("SLUICE_MAX_INFLIGHT_PER_USER", &t.MaxInFlightPerUser)
+	var cpuPct, memMB int
+	intVar("SLUICE_CPU_HIGH_PERCENT", &cpuPct)
+	intVar("SLUICE_MEMORY_SOFT_MB", &memMB)
+	if cpuPct > 0 {
+		t.Pressure.CPUHigh = float64(cpuPct) / 100 // 100 or more: CPU never counts
+	}
+	t.Pressure.MemorySoft = int64(memMB) << 20
 	t.Ingest = t.Ingest.WithDefaults()
 	t.Claim = t.Claim.WithDefaults()
 	t.Lease = t.Lease.WithDefaults()
@@ -247,6 +256,7 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
 		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter,
 		MaxInFlightPerJob: e.Tuning.MaxInFlightPerJob, MaxInFlightPerUser: e.Tuning.MaxInFlightPerUser,
+		Pressure: &e.Tuning.Pressure,
 	})
 }
 
