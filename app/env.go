@@ -60,6 +60,11 @@ type Tuning struct {
 	// ReapInterval and StaleIngestAfter: see engine.RunnerConfig.
 	ReapInterval     time.Duration
 	StaleIngestAfter time.Duration
+	// MaxInFlightPerJob and MaxInFlightPerUser: see engine.RunnerConfig.
+	MaxInFlightPerJob  int
+	MaxInFlightPerUser int
+	// Pressure shrinks claims under CPU or memory pressure.
+	Pressure engine.PressureConfig
 }
 
 // TuningFromEnv reads the bounds; a malformed value is an error naming the
@@ -106,6 +111,15 @@ func TuningFromEnv() (Tuning, error) {
 	intVar("SLUICE_CONCURRENCY", &t.Concurrency)
 	msVar("SLUICE_REAP_INTERVAL_MS", &t.ReapInterval)
 	msVar("SLUICE_STALE_INGEST_MS", &t.StaleIngestAfter)
+	intVar("SLUICE_MAX_INFLIGHT_PER_JOB", &t.MaxInFlightPerJob)
+	intVar("SLUICE_MAX_INFLIGHT_PER_USER", &t.MaxInFlightPerUser)
+	var cpuPct, memMB int
+	intVar("SLUICE_CPU_HIGH_PERCENT", &cpuPct)
+	intVar("SLUICE_MEMORY_SOFT_MB", &memMB)
+	if cpuPct > 0 {
+		t.Pressure.CPUHigh = float64(cpuPct) / 100 // 100 or more: CPU never counts
+	}
+	t.Pressure.MemorySoft = int64(memMB) << 20
 	t.Ingest = t.Ingest.WithDefaults()
 	t.Claim = t.Claim.WithDefaults()
 	t.Lease = t.Lease.WithDefaults()
@@ -241,6 +255,8 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 		Store: e.Store, Registry: e.Registry, Notifier: e.Notifier, Logger: e.Log,
 		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
 		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter,
+		MaxInFlightPerJob: e.Tuning.MaxInFlightPerJob, MaxInFlightPerUser: e.Tuning.MaxInFlightPerUser,
+		Pressure: &e.Tuning.Pressure,
 	})
 }
 

@@ -39,6 +39,14 @@ type RunnerConfig struct {
 	CompleteBatch int
 	// MaxJobsPerClaim spreads a claim over this many jobs; default 8.
 	MaxJobsPerClaim int
+	// MaxInFlightPerJob and MaxInFlightPerUser cap the PROCESSING items of
+	// one job, and of one user's jobs together, across every worker
+	// (ClaimItemsParams); 0 = no limit.
+	MaxInFlightPerJob  int
+	MaxInFlightPerUser int
+	// Pressure, when set, shrinks claims while the process's CPU or memory
+	// is high (runner_pressure.go); nil = never.
+	Pressure *PressureConfig
 	// ShutdownGrace is how long in-flight items may run after Run's
 	// context ends before their contexts are canceled; default 10s.
 	ShutdownGrace time.Duration
@@ -265,6 +273,9 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	var bg sync.WaitGroup
 	bg.Go(func() { r.renewLoop(bgCtx) })
 	bg.Go(func() { r.reapLoop(bgCtx) })
+	if r.cfg.Pressure != nil {
+		bg.Go(func() { r.pressureLoop(bgCtx) })
+	}
 
 	err := r.produce(ctx, work)
 

@@ -253,6 +253,12 @@ type ClaimItemsParams struct {
 	Now      time.Time
 	// JobID, when set, claims only that job's items.
 	JobID int64
+	// MaxInFlightPerJob caps a job's PROCESSING items (across every
+	// worker): a claim never takes a job past it. 0 = no limit.
+	MaxInFlightPerJob int
+	// MaxInFlightPerUser caps the PROCESSING items of one user's jobs taken
+	// together, so that one owner cannot take every worker. 0 = no limit.
+	MaxInFlightPerUser int
 }
 
 // Outcome is the result of one attempt, for Store.CompleteItems.

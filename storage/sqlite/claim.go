@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -20,15 +21,25 @@ const (
 	// Only jobs with a due item compete for the claim's shares: jobs whose
 	// pending items are all retries scheduled for later would otherwise
 	// take the slots (by priority) and claim nothing.
-	claimJobsSQL = `SELECT id, request_limit, attempts, processing_items FROM jobs
+	//
+	// Jobs at their in-flight limit (?4), and jobs of users at theirs (the
+	// JSON array ?5), do not compete either.
+	claimJobsSQL = `SELECT id, user_id, request_limit, attempts, processing_items FROM jobs
 		WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
 		AND (request_limit = 0 OR attempts + processing_items < request_limit)
 		AND (?3 = 0 OR id = ?3)
+		AND (?4 = 0 OR processing_items < ?4)
+		AND user_id NOT IN (SELECT value FROM json_each(?5))
 		AND EXISTS (SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_items.job_id = jobs.id AND status = 'PENDING' AND updated_at <= ?1)
 		ORDER BY priority DESC, claim_ticket, id LIMIT ?2`
 	claimTicketSQL = `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`
-	claimJobSQL    = `UPDATE jobs SET pending_items = pending_items - ?, processing_items = processing_items + ?,
+	// userInFlightSQL reads the PROCESSING items of jobs, to sum per user. Only unfinished
+	// jobs can hold any (DONE jobs have none, FAILED ones never ran), so the
+	// jobs_runnable index bounds the read to them.
+	userInFlightSQL = `SELECT user_id, processing_items FROM jobs INDEXED BY jobs_runnable
+		WHERE queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND processing_items > 0`
+	claimJobSQL = `UPDATE jobs SET pending_items = pending_items - ?, processing_items = processing_items + ?,
 		queue_state = CASE WHEN ? > 0 AND queue_state = 'QUEUED' THEN 'RUNNING' ELSE queue_state END,
 		started_at = CASE WHEN ? > 0 THEN COALESCE(started_at, ?) ELSE started_at END,
 		claim_ticket = ?, updated_at = CASE WHEN ? > 0 THEN ? ELSE updated_at END
@@ -53,23 +64,47 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	// the fsync, which is most of an idle worker's pickup latency.
 	err := s.lightTx(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, now, maxJobs, p.JobID)
+		// userLeft: how many more items each user may have in flight
+		// (only with a per-user limit; users at it are left out).
+		var userLeft map[int64]int
+		blocked := "[]"
+		if p.MaxInFlightPerUser > 0 {
+			var err error
+			if userLeft, blocked, err = userInFlight(ctx, tx, p.MaxInFlightPerUser); err != nil {
+				return err
+			}
+		}
+		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, now, maxJobs, p.JobID, max(p.MaxInFlightPerJob, 0), blocked)
 		if err != nil {
 			return err
 		}
 		var jobs []int64
-		// budget: how many more items a job with a spending cap may have
-		// claimed (its limit less what ran and what is running).
+		// budget: how many more items a job with a spending cap or an
+		// in-flight limit may have claimed (its request limit less what ran
+		// and what is running; its in-flight limit less what is running).
 		budget := map[int64]int{}
+		owner := map[int64]int64{}
 		for rows.Next() {
-			var id, limit, requests, processing int64
-			if err := rows.Scan(&id, &limit, &requests, &processing); err != nil {
+			var id, user, limit, requests, processing int64
+			if err := rows.Scan(&id, &user, &limit, &requests, &processing); err != nil {
 				rows.Close()
 				return err
 			}
 			jobs = append(jobs, id)
+			owner[id] = user
 			if limit > 0 {
 				budget[id] = int(limit - requests - processing)
+			}
+			if p.MaxInFlightPerJob > 0 {
+				b := p.MaxInFlightPerJob - int(processing)
+				if old, capped := budget[id]; !capped || b < old {
+					budget[id] = b
+				}
+			}
+			if userLeft != nil {
+				if _, seen := userLeft[user]; !seen {
+					userLeft[user] = p.MaxInFlightPerUser
+				}
 			}
 		}
 		rows.Close()
@@ -88,6 +123,9 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			if b, capped := budget[jobID]; capped {
 				limit = min(limit, b)
 			}
+			if userLeft != nil {
+				limit = min(limit, userLeft[owner[jobID]])
+			}
 			if limit <= 0 {
 				return 0, nil
 			}
@@ -95,6 +133,12 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			n, err := claimFromJob(ctx, tx.StmtContext(ctx, s.claim), jobID, limit, p.WorkerID, now, lease, &out)
 			if err != nil {
 				return 0, err
+			}
+			if b, capped := budget[jobID]; capped {
+				budget[jobID] = b - n
+			}
+			if userLeft != nil {
+				userLeft[owner[jobID]] -= n
 			}
 			// A job moves to the back of the line also when none of its
 			// items was due, so that jobs waiting only for retries do not
@@ -111,9 +155,6 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return err
 			}
 			remaining -= n
-			if b, capped := budget[jobID]; capped {
-				budget[jobID] = b - n
-			}
 			if n == share {
 				full = append(full, jobID)
 			}
@@ -128,9 +169,6 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return err
 			}
 			remaining -= n
-			if b, capped := budget[jobID]; capped {
-				budget[jobID] = b - n
-			}
 		}
 		return nil
 	})
@@ -138,6 +176,41 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 		return nil, fmt.Errorf("claim items: %w", err)
 	}
 	return out, nil
+}
+
+// userInFlight returns how many more items each user with items in flight
+// may have claimed under limit, and the users at it as a JSON array.
+func userInFlight(ctx context.Context, tx *sql.Tx, limit int) (map[int64]int, string, error) {
+	rows, err := tx.QueryContext(ctx, userInFlightSQL)
+	if err != nil {
+		return nil, "", err
+	}
+	defer rows.Close()
+	left := map[int64]int{}
+	for rows.Next() {
+		var user, processing int64
+		if err := rows.Scan(&user, &processing); err != nil {
+			return nil, "", err
+		}
+		if _, seen := left[user]; !seen {
+			left[user] = limit
+		}
+		left[user] -= int(processing)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", err
+	}
+	var full []int64
+	for user, n := range left {
+		if n <= 0 {
+			full = append(full, user)
+		}
+	}
+	b, err := json.Marshal(full)
+	if full == nil {
+		b = []byte("[]")
+	}
+	return left, string(b), err
 }
 
 func claimFromJob(ctx context.Context, stmt *sql.Stmt, jobID int64, limit int, worker string, now, lease int64, out *[]*engine.Item) (int, error) {

@@ -96,6 +96,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"claim ticket": {`SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`, nil, "jobs_claim_ticket"},
 		"queue summary": {`SELECT COALESCE(SUM(processing_items), 0) FROM jobs WHERE queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED', 'CANCELED')`,
 			nil, "jobs_runnable"},
+		"user in flight": {userInFlightSQL, nil, "jobs_runnable"},
 		"delete attempts": {`DELETE FROM item_attempts WHERE item_id BETWEEN ? AND ? AND job_id = ?`,
 			[]any{1, 100, 1}, "item_attempts_item"},
 		"export": {`SELECT id FROM job_items NOT INDEXED WHERE id > ? AND id <= ? AND job_id = ? ORDER BY id LIMIT ?`,

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"reprocess", reprocessTests},
 		{"delete", deleteTests},
 		{"cap", capTests},
+		{"inflight", inflightTests},
 		{"concurrency", concurrencyTests},
 		{"accounts", accountTests},
 		{"hostrates", hostRateTests},
