@@ -243,7 +243,7 @@ func TestUI(t *testing.T) {
 	must(t, err)
 	step(t, ctx, "01-signin-link",
 		chromedp.Navigate(link),
-		within(20*time.Second, waitJS(`location.pathname === "/" && !!document.querySelector("table.jobs tr[data-job]")`)),
+		within(40*time.Second, waitJS(`location.pathname === "/" && !!document.querySelector("table.jobs tr[data-job]")`)),
 		waitJS(`document.querySelector(".who").textContent === "alice"`),
 	)
 
@@ -254,11 +254,11 @@ func TestUI(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#login-name"), "alice"),
 		chromedp.SendKeys(chromedp.CSS("#login-password"), "wrong-password"),
 		chromedp.Click(chromedp.CSS("form.login button[type=submit]")),
-		within(10*time.Second, waitJS(`(document.querySelector(".login .notice.error")?.textContent ?? "").includes("wrong name or password")`)),
+		within(30*time.Second, waitJS(`(document.querySelector(".login .notice.error")?.textContent ?? "").includes("wrong name or password")`)),
 		waitJS(`(document.querySelector("#login-password").value = "") === ""`),
 		chromedp.SendKeys(chromedp.CSS("#login-password"), "alice-password-1"),
 		chromedp.Click(chromedp.CSS("form.login button[type=submit]")),
-		within(10*time.Second, waitJS(`!!document.querySelector("table.jobs tr[data-job]")`)),
+		within(30*time.Second, waitJS(`!!document.querySelector("table.jobs tr[data-job]")`)),
 	)
 
 	// A CSV uploaded through the page's file picker becomes a job.
@@ -266,7 +266,7 @@ func TestUI(t *testing.T) {
 	must(t, os.WriteFile(csv, []byte("sku,name,price\nA-1,Bottle,12.90\nA-2,Cup,3.50\nA-3,Bad row\nA-4,Pan,29.00\nA-5,Lid,4.25\n"), 0o644))
 	step(t, ctx, "03-upload",
 		chromedp.SetUploadFiles(chromedp.CSS("#new-files"), []string{csv}),
-		within(20*time.Second, waitJS(`!!document.querySelector(".uploads a[href^='/jobs/']")`)),
+		within(40*time.Second, waitJS(`!!document.querySelector(".uploads a[href^='/jobs/']")`)),
 	)
 	step(t, ctx, "03b-open-job", chromedp.Click(chromedp.CSS(".uploads a[href^='/jobs/']")))
 
@@ -274,17 +274,17 @@ func TestUI(t *testing.T) {
 	// four rows DONE, the short one SKIPPED.
 	step(t, ctx, "04-grid",
 		within(30*time.Second, waitJS(`document.querySelector(".jobmeta .chip")?.textContent === "done"`)),
-		within(10*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 5`)),
-		within(10*time.Second, waitJS(`document.querySelectorAll(".row[data-status=DONE]:not([hidden])").length === 4`)),
+		within(30*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 5`)),
+		within(30*time.Second, waitJS(`document.querySelectorAll(".row[data-status=DONE]:not([hidden])").length === 4`)),
 		waitJS(`document.querySelector(".facet[data-status=SKIPPED] .count").textContent === "1"`),
 		waitJS(`document.querySelector(".facet[data-status=DONE] .count").textContent === "4"`),
-		within(10*time.Second, waitJS(`[...document.querySelectorAll(".grid-head .cell")].map(c => c.textContent).join() === ",Seq,Status,Attempts,Error,sku,name,price"`)),
+		within(30*time.Second, waitJS(`[...document.querySelectorAll(".grid-head .cell")].map(c => c.textContent).join() === ",Seq,Status,Attempts,Error,sku,name,price"`)),
 	)
 
 	// The SKIPPED facet filters the grid, the address and the exports.
 	step(t, ctx, "05-facet",
 		chromedp.Click(chromedp.CSS(".facet[data-status=SKIPPED]")),
-		within(10*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 1 && document.querySelector(".row[data-seq]:not([hidden])").dataset.status === "SKIPPED"`)),
+		within(30*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 1 && document.querySelector(".row[data-seq]:not([hidden])").dataset.status === "SKIPPED"`)),
 		waitJS(`location.search === "?statuses=SKIPPED"`),
 	)
 	csvOut, err := chromedp.Run(ctx, chromedp.Evaluate[string](`fetch(document.querySelector("button[aria-label^='Export the grid'][data-href*='format=csv']").dataset.href).then(r => r.text())`,
@@ -292,7 +292,7 @@ func TestUI(t *testing.T) {
 	must(t, err)
 	step(t, ctx, "05b-export-button",
 		chromedp.Click(chromedp.CSS("button[aria-label^='Export the grid'][data-href*='format=csv']")),
-		within(10*time.Second, waitJS(`document.querySelector("button[data-href*='format=csv']").textContent === "Export CSV"`)),
+		within(30*time.Second, waitJS(`document.querySelector("button[data-href*='format=csv']").textContent === "Export CSV"`)),
 		waitJS(`!document.querySelector(".notice.error:not([hidden])")`),
 	)
 	if lines := strings.Split(strings.TrimSpace(csvOut), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[1], "3,SKIPPED") {
@@ -303,7 +303,7 @@ func TestUI(t *testing.T) {
 	step(t, ctx, "06-drawer",
 		chromedp.Click(chromedp.CSS(".row[data-status=SKIPPED] .cell:nth-child(3)")),
 		chromedp.WaitVisible(chromedp.CSS(".drawer")),
-		within(10*time.Second, waitJS(`document.querySelector(".drawer").textContent.includes("Attempt history")`)),
+		within(30*time.Second, waitJS(`document.querySelector(".drawer").textContent.includes("Attempt history")`)),
 		waitJS(`document.querySelector(".drawer").textContent.includes("Bad row")`),
 		waitJS(`document.querySelector("#drawer-title").textContent.startsWith("Row 3")`),
 	)
@@ -318,9 +318,9 @@ func TestUI(t *testing.T) {
 		chromedp.Click(chromedp.CSS(".row[data-status=SKIPPED] .cell.sel input")),
 		waitJS(`document.querySelector(".selinfo").textContent === "1 selected"`),
 		chromedp.Click(chromedp.Search(`//button[text()="Reprocess selected"]`)),
-		within(10*time.Second, waitJS(`(document.querySelector(".notice.info")?.textContent ?? "") === "1 item back in the queue."`)),
+		within(30*time.Second, waitJS(`(document.querySelector(".notice.info")?.textContent ?? "") === "1 item back in the queue."`)),
 		within(30*time.Second, waitJS(`document.querySelector(".facet[data-status=SKIPPED] .count").textContent === "0" && document.querySelector(".jobmeta .chip")?.textContent === "done"`)),
-		within(10*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 0`)),
+		within(30*time.Second, waitJS(`document.querySelectorAll(".row[data-seq]:not([hidden])").length === 0`)),
 	)
 
 	// A 100,000-row job: the first rows come at once, and scrolling to the
@@ -328,7 +328,7 @@ func TestUI(t *testing.T) {
 	n := bigRows()
 	step(t, ctx, "07-big-top",
 		chromedp.Navigate(fmt.Sprintf("%s/jobs/%d", s.url, s.bigID)),
-		within(20*time.Second, waitJS(`document.querySelector(".row[data-seq]:not([hidden])")?.dataset.seq === "1"`)),
+		within(40*time.Second, waitJS(`document.querySelector(".row[data-seq]:not([hidden])")?.dataset.seq === "1"`)),
 		waitJS(`document.querySelector(".facet[aria-pressed=true] .count")?.textContent === "`+thousands(n)+`"`),
 		waitJS(`document.querySelector(".grid-scroll").getAttribute("aria-rowcount") === "`+strconv.Itoa(n+1)+`"`),
 	)
@@ -347,26 +347,26 @@ func TestUI(t *testing.T) {
 	step(t, ctx, "09-big-home",
 		chromedp.Focus(chromedp.CSS(".grid-scroll")),
 		chromedp.KeyEvent(kb.Home),
-		within(20*time.Second, waitJS(`document.querySelector(".row[data-seq]:not([hidden])")?.dataset.seq === "1"`)),
+		within(40*time.Second, waitJS(`document.querySelector(".row[data-seq]:not([hidden])")?.dataset.seq === "1"`)),
 	)
 
 	// Pending across jobs: the big job's rows, each with a way to its job.
 	step(t, ctx, "10-pending",
 		chromedp.Click(chromedp.CSS(`nav a[href="/pending"]`)),
-		within(20*time.Second, waitJS(`document.querySelectorAll("table.pending tbody tr").length === 200`)),
+		within(40*time.Second, waitJS(`document.querySelectorAll("table.pending tbody tr").length === 200`)),
 		waitJS(`document.querySelector("table.pending tbody a").getAttribute("href") === "/jobs/`+fmt.Sprint(s.bigID)+`"`),
 	)
 
 	// Pipelines: a validation error is shown at its field's line.
 	step(t, ctx, "11-pipeline-error",
 		chromedp.Click(chromedp.CSS(`nav a[href="/pipelines"]`)),
-		within(10*time.Second, waitJS(`!!document.querySelector('.plist a[href="/pipelines/new"]')`)),
+		within(30*time.Second, waitJS(`!!document.querySelector('.plist a[href="/pipelines/new"]')`)),
 		chromedp.Click(chromedp.CSS(`.plist a[href="/pipelines/new"]`)),
 		chromedp.WaitVisible(chromedp.CSS("#pipeline-text")),
 		waitJS(`(document.querySelector("#pipeline-name").value = "broken") === "broken"`),
 		waitJS(`(document.querySelector("#pipeline-text").value = "name: broken\nstages:\n  - processor: noop\n  - processor: nope\n") !== ""`),
 		chromedp.Click(chromedp.Search(`//button[text()="Save"]`)),
-		within(10*time.Second, waitJS(`(document.querySelector("#pipeline-error")?.textContent ?? "").includes("stages[1]") &&
+		within(30*time.Second, waitJS(`(document.querySelector("#pipeline-error")?.textContent ?? "").includes("stages[1]") &&
 			document.querySelector("#pipeline-error").textContent.includes("(line 4)")`)),
 		waitJS(`document.querySelector(".gutter .bad")?.textContent.trim() === "4"`),
 	)
@@ -374,14 +374,14 @@ func TestUI(t *testing.T) {
 	// Health draws its charts from /api/stats.
 	step(t, ctx, "12-health",
 		chromedp.Click(chromedp.CSS(`nav a[href="/health"]`)),
-		within(10*time.Second, waitJS(`document.querySelectorAll("svg.chart").length === 7`)),
-		within(10*time.Second, waitJS(`document.querySelectorAll("svg.chart polyline").length >= 3`)),
+		within(30*time.Second, waitJS(`document.querySelectorAll("svg.chart").length === 7`)),
+		within(30*time.Second, waitJS(`document.querySelectorAll("svg.chart polyline").length >= 3`)),
 	)
 
 	// The theme toggle: auto, light, dark.
 	step(t, ctx, "13-dark",
 		chromedp.Click(chromedp.CSS(`nav a[href="/"]`)),
-		within(10*time.Second, waitJS(`!!document.querySelector("table.jobs tr[data-job]")`)),
+		within(30*time.Second, waitJS(`!!document.querySelector("table.jobs tr[data-job]")`)),
 		chromedp.Click(chromedp.Search(`//button[starts-with(text(), "Theme")]`)),
 		chromedp.Click(chromedp.Search(`//button[starts-with(text(), "Theme")]`)),
 		waitJS(`document.documentElement.dataset.theme === "dark" && getComputedStyle(document.body).backgroundColor === "rgb(21, 24, 28)"`),
