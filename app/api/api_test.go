@@ -600,3 +600,15 @@ func TestPendingJobType(t *testing.T) {
 	_, body = h.get("/api/pending?jobType=noop", h.ownerTok)
 	require.Len(t, decode[itemsPage](t, body).Items, 2)
 }
+
+// TestUploadErrorNamesStoredJobs: when a later file of an upload is
+// refused, the answer names the jobs the earlier files made.
+func TestUploadErrorNamesStoredJobs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	resp, body := h.upload(h.ownerTok, nil, namedFile{"good.csv", csvOf(3)}, namedFile{"bad.csv", []byte{0x7f, 'E', 'L', 'F', 0, 0, 0, 1}})
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, "%s", body)
+	msg := decode[errorBody](t, body).Error.Message
+	require.Contains(t, msg, "bad.csv")
+	require.Contains(t, msg, "from good.csv")
+}

@@ -63,13 +63,32 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request, c *caller) er
 		s.events.poke()
 	}
 	if err != nil {
-		return err
+		return withStoredJobs(err, out)
 	}
 	if len(out.Jobs) == 0 {
 		return engine.Errorf(engine.EINVALID, "file: the upload holds no file")
 	}
 	out.JobID = out.Jobs[0].JobID
 	return writeJSON(w, http.StatusCreated, out)
+}
+
+// withStoredJobs adds to an upload's error the jobs that earlier files of
+// the same upload made: they are stored and will run, and the caller
+// should know their ids.
+func withStoredJobs(err error, out *createOut) error {
+	if out == nil || engine.ErrorCode(err) == engine.EINTERNAL {
+		return err
+	}
+	var kept []string
+	for _, j := range out.Jobs {
+		if j.State != string(engine.JobFailed) {
+			kept = append(kept, fmt.Sprintf("job %d from %s", j.JobID, j.File))
+		}
+	}
+	if len(kept) == 0 {
+		return err
+	}
+	return engine.Errorf(engine.ErrorCode(err), "%s (stored before it: %s)", engine.ErrorMessage(err), strings.Join(kept, ", "))
 }
 
 type itemsIn struct {
