@@ -18,6 +18,14 @@ type Stage struct {
 	Config    json.RawMessage `json:"config,omitempty"`
 	// Retry overrides the pipeline's retry policy for this stage.
 	Retry *RetryPolicy `json:"retry,omitempty"`
+	// MaxConcurrency caps the items of this stage one runner has in
+	// process at once, so that a slow stage cannot take every worker;
+	// 0 = no cap.
+	MaxConcurrency int `json:"maxConcurrency,omitempty"`
+	// Share caps them to this fraction of the runner's workers (rounded
+	// up, at least 1); 0 or 1 = no cap. With MaxConcurrency, the smaller
+	// bound applies.
+	Share float64 `json:"share,omitempty"`
 }
 
 // Pipeline is a named, versioned list of stages an item goes through.
@@ -75,6 +83,12 @@ func (p *Pipeline) Validate(reg *Registry) error {
 				return Errorf(EINVALID, "%s: %s", field, ErrorMessage(err))
 			}
 			return fmt.Errorf("%s: %w", field, err)
+		}
+		if st.MaxConcurrency < 0 {
+			return Errorf(EINVALID, "%s.maxConcurrency: must be ≥ 0 (0 = no cap)", field)
+		}
+		if st.Share < 0 || st.Share > 1 {
+			return Errorf(EINVALID, "%s.share: must be between 0 and 1 (0 = no cap)", field)
 		}
 		if st.Retry != nil {
 			if err := st.Retry.validate(field + ".retry"); err != nil {

@@ -77,6 +77,11 @@ func TestPipelineValidateNamesTheField(t *testing.T) {
 		{"stage jitter", func(p *engine.Pipeline) {
 			p.Stages = append(p.Stages, engine.Stage{Processor: "noop", Retry: &engine.RetryPolicy{Jitter: new(2.0)}})
 		}, "stages[1].retry.jitter:", nil},
+		{"negative stage maxConcurrency", func(p *engine.Pipeline) {
+			p.Stages = append(p.Stages, engine.Stage{Processor: "noop", MaxConcurrency: neg})
+		}, "stages[1].maxConcurrency:", nil},
+		{"stage share above 1", func(p *engine.Pipeline) { p.Stages[0].Share = 1.5 }, "stages[0].share:", nil},
+		{"negative stage share", func(p *engine.Pipeline) { p.Stages[0].Share = -0.5 }, "stages[0].share:", nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +102,8 @@ func TestPipelineValidateAcceptsGoodPipelines(t *testing.T) {
 		Name: "two",
 		Stages: []engine.Stage{
 			{Processor: "noop", Config: json.RawMessage(`{"delayMs":1.5,"failEvery":3,"notFoundEvery":0}`)},
-			{Processor: "noop", Config: json.RawMessage(`null`), Retry: &engine.RetryPolicy{Jitter: new(1.0)}},
+			{Processor: "noop", Config: json.RawMessage(`null`), Retry: &engine.RetryPolicy{Jitter: new(1.0)},
+				MaxConcurrency: 2, Share: 0.5},
 		},
 		Retry: engine.RetryPolicy{Transient: engine.ClassPolicy{MaxAttempts: 0}, Jitter: new(0.0)},
 	}

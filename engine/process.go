@@ -14,18 +14,23 @@ type compiledPipeline struct {
 	p        *Pipeline
 	procs    []Processor
 	variants []int
-	err      error // the pipeline is gone or its config no longer builds
-	loaded   time.Time
+	// limits are the stages' bounds in this runner (stageLimit); nil when
+	// no stage has one.
+	limits []int
+	err    error // the pipeline is gone or its config no longer builds
+	loaded time.Time
 }
 
 // pipelineCache keeps built pipelines for a few seconds so that a change
 // made with `sluice pipeline apply` reaches running workers soon.
 type pipelineCache struct {
-	store   Store
-	reg     *Registry
-	clock   Clock
-	mu      sync.Mutex
-	entries map[string]*compiledPipeline
+	store Store
+	reg   *Registry
+	clock Clock
+	// concurrency is the runner's worker count, for Stage.Share.
+	concurrency int
+	mu          sync.Mutex
+	entries     map[string]*compiledPipeline
 }
 
 const pipelineTTL = 5 * time.Second
@@ -60,6 +65,12 @@ func (c *pipelineCache) get(ctx context.Context, name string) *compiledPipeline 
 			}
 			e.procs = append(e.procs, proc)
 			e.variants = append(e.variants, v)
+			if l := stageLimit(&p.Stages[i], c.concurrency); l > 0 {
+				if e.limits == nil {
+					e.limits = make([]int, len(p.Stages))
+				}
+				e.limits[i] = l
+			}
 		}
 	}
 	c.mu.Lock()
@@ -70,10 +81,14 @@ func (c *pipelineCache) get(ctx context.Context, name string) *compiledPipeline 
 
 // process runs one attempt of one item and decides what happens next.
 func (r *Runner) process(ctx context.Context, it *Item) Outcome {
+	return r.processWith(ctx, it, r.pipes.get(ctx, it.Pipeline))
+}
+
+// processWith is process with the item's pipeline already looked up.
+func (r *Runner) processWith(ctx context.Context, it *Item, cp *compiledPipeline) Outcome {
 	startedAt := r.clock.Now()
 	o := Outcome{ItemID: it.ID, JobID: it.JobID, Attempt: it.Attempts, Stage: it.Stage, NextStage: it.Stage,
 		Strategy: it.Strategy, StartedAt: startedAt}
-	cp := r.pipes.get(ctx, it.Pipeline)
 	var result []byte
 	var err error
 	variants := 0

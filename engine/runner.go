@@ -81,6 +81,7 @@ type Runner struct {
 	rndMu   sync.Mutex
 	slotCh  chan struct{}
 	pipes   pipelineCache
+	gates   stageGates
 	stats   runStats
 	started atomic.Int64 // unix ns when Run started
 
@@ -173,7 +174,8 @@ func NewRunner(c RunnerConfig) (*Runner, error) {
 		slotCh:   make(chan struct{}, 1),
 		inflight: map[int64]*inflightItem{},
 	}
-	r.pipes = pipelineCache{store: c.Store, reg: c.Registry, clock: c.Clock, entries: map[string]*compiledPipeline{}}
+	r.pipes = pipelineCache{store: c.Store, reg: c.Registry, clock: c.Clock, concurrency: c.Concurrency,
+		entries: map[string]*compiledPipeline{}}
 	return r, nil
 }
 
@@ -250,17 +252,20 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	var stopping atomic.Bool
 	var unstartedMu sync.Mutex
 	var unstarted []*Item
+	addUnstarted := func(it *Item) {
+		unstartedMu.Lock()
+		unstarted = append(unstarted, it)
+		unstartedMu.Unlock()
+	}
 	var workers sync.WaitGroup
 	for range r.cfg.Concurrency {
 		workers.Go(func() {
 			for it := range work {
 				if stopping.Load() {
-					unstartedMu.Lock()
-					unstarted = append(unstarted, it)
-					unstartedMu.Unlock()
+					addUnstarted(it)
 					continue
 				}
-				outcomes <- r.process(workCtx, it)
+				r.runItem(workCtx, it, outcomes, stopping.Load, addUnstarted)
 			}
 		})
 	}
@@ -296,6 +301,9 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	}
 	close(outcomes)
 	<-completerDone
+	// Items parked on a stage gate are handed on by the worker holding
+	// the slot; any left when the workers stopped never started.
+	unstarted = append(unstarted, r.gates.drainParked()...)
 	r.releaseUnstarted(unstarted)
 	stopBg()
 	bg.Wait()

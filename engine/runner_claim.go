@@ -21,10 +21,19 @@ func (r *Runner) lookAhead(size int) int {
 	return min(size, max(n, r.cfg.Concurrency))
 }
 
-func (r *Runner) inflightCount() int {
+// inflightCount is the claimed items not yet durable, less those parked on a
+// bounded stage (runner_stages.go) up to one claim's worth (size): the
+// producer keeps claiming for the other stages while a bounded stage has a
+// backlog, without hoarding more of it.
+// The second result counts every item in flight.
+func (r *Runner) inflightCount(size int) (claimable, all int) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.inflight)
+	all = len(r.inflight)
+	r.mu.Unlock()
+	if all == 0 {
+		return 0, 0
+	}
+	return all - min(r.gates.parkedCount(), size), all
 }
 
 // produce is the claim loop. It claims only while at most one claim's worth
@@ -51,7 +60,7 @@ func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 		}
 		shed.shed(r, work)
 		size := r.lookAhead(r.claim.Size())
-		n := r.inflightCount()
+		n, all := r.inflightCount(size)
 		if claimNow && n <= size {
 			lastAttempt = time.Now()
 			items, err := r.claimBatch(ctx, size)
@@ -75,7 +84,7 @@ func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 				}
 				continue
 			}
-			if n == 0 {
+			if all == 0 {
 				// Nothing due: find out when something will be, so that a
 				// retry due soon is not left to the once-a-second look.
 				q, err := r.store.QueueSummary(ctx, r.clock.Now())

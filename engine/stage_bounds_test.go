@@ -1,0 +1,103 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// stageTally counts, per stage, the items in process and done, and the most
+// ever in process at once.
+type stageTally struct {
+	inProcess, most, done [2]atomic.Int64
+}
+
+type tallyProc struct {
+	tally *stageTally
+	stage int
+	delay time.Duration
+}
+
+func (p *tallyProc) Process(ctx context.Context, t *engine.Task) (json.RawMessage, error) {
+	n := p.tally.inProcess[p.stage].Add(1)
+	for {
+		m := p.tally.most[p.stage].Load()
+		if n <= m || p.tally.most[p.stage].CompareAndSwap(m, n) {
+			break
+		}
+	}
+	defer p.tally.inProcess[p.stage].Add(-1)
+	defer p.tally.done[p.stage].Add(1)
+	if p.delay > 0 {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(p.delay):
+		}
+	}
+	return t.Input, nil
+}
+
+// A stage with maxConcurrency 1 never has more than one item in process in
+// a runner of 4 workers, while the other workers keep the fast stage 0
+// flowing, also for a job submitted while the slow stage has a backlog.
+// Without the bound the slow stage takes several workers at once.
+func TestRunnerStageMaxConcurrency(t *testing.T) {
+	t.Parallel()
+	for _, bound := range []int{1, 0} {
+		t.Run(map[int]string{1: "bounded", 0: "unbounded"}[bound], func(t *testing.T) {
+			t.Parallel()
+			s := newStore(t)
+			w := watch(s)
+			tally := &stageTally{}
+			reg := testRegistry()
+			reg.Register("tally0", func(json.RawMessage) (engine.Processor, error) {
+				return &tallyProc{tally: tally, stage: 0}, nil
+			})
+			reg.Register("slow1", func(json.RawMessage) (engine.Processor, error) {
+				return &tallyProc{tally: tally, stage: 1, delay: 15 * time.Millisecond}, nil
+			})
+			p := &engine.Pipeline{Name: "two", Stages: []engine.Stage{
+				{Processor: "tally0"}, {Processor: "slow1", MaxConcurrency: bound}}}
+			require.NoError(t, p.Validate(reg))
+			_, err := s.PutPipeline(t.Context(), &engine.PutPipelineParams{Pipeline: p, Now: time.Now()})
+			require.NoError(t, err)
+			g := newIngester(t, s, nil)
+			enqueue(t, g, "two", 20)
+
+			ctx, cancel := context.WithCancel(t.Context())
+			var wg sync.WaitGroup
+			wg.Go(func() {
+				_, err := newRunner(t, w, engine.RunnerConfig{Registry: reg, Concurrency: 4}).Run(ctx)
+				require.NoError(t, err)
+			})
+			defer func() { cancel(); wg.Wait() }()
+
+			// Once the slow stage has a backlog, a second job arrives: its
+			// stage 0 must go through while stage 1 is still far behind.
+			w.waitFor(t, func() bool { return tally.done[0].Load() == 20 && tally.done[1].Load() >= 1 })
+			enqueue(t, g, "two", 20)
+			w.waitFor(t, func() bool { return tally.done[0].Load() == 40 })
+			if bound == 1 {
+				require.Less(t, tally.done[1].Load(), int64(30),
+					"stage 0 of the second job waited for the slow stage")
+			}
+			w.waitFor(t, func() bool { return tally.done[1].Load() == 40 && w.completed.Load() == 80 })
+			if bound == 1 {
+				require.Equal(t, int64(1), tally.most[1].Load(), "stage 1 items in process at once")
+			} else {
+				require.Greater(t, tally.most[1].Load(), int64(1), "without a bound the slow stage takes several workers")
+			}
+			cancel()
+			wg.Wait()
+			requireNoProcessing(t, s)
+		})
+	}
+}
