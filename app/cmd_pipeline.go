@@ -27,6 +27,9 @@ policy per error class and a priority are optional:
     transient:   {maxAttempts: 5, delays: [1s, 5s, 30s, 2m]}
     rateLimited: {maxAttempts: 20}
     notFound:    {maxAttempts: 2, delays: [30s]}
+A stage may set maxConcurrency (its items in process at once in one worker
+process) and share (the fraction of its workers), so a slow stage cannot take
+every worker; earlier stages of a job are claimed first.
 maxRequestsPerJob caps the attempts one job may make (a spending cap for paid
 APIs): the job pauses with the reason when it is reached; resume grants as
 many again.
