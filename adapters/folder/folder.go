@@ -488,3 +488,13 @@ func (f *Folder) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// Validate checks a config as ParseConfig does.
+func (c *Config) Validate() error {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = ParseConfig(raw)
+	return err
+}
