@@ -336,6 +336,9 @@ func (f *Folder) Scan(ctx context.Context) (*engine.ScanResult, error) {
 
 // record notes a look at the source (and its error) in the store.
 func (f *Folder) record(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return err // stopping: not a fault of the source
+	}
 	msg := ""
 	if err != nil {
 		msg = err.Error()
