@@ -401,14 +401,25 @@ func (f *Folder) Run(ctx context.Context) error {
 			rescan.Reset(f.poll())
 			f.mu.Lock()
 			f.recover(ctx)
-			if root == nil {
-				if root, err = os.OpenRoot(f.cfg.Path); err != nil {
-					root = nil
-					f.mu.Unlock()
-					fail(f.record(ctx, err))
-					continue
+			// Opened again at every full look: a folder removed and made
+			// again (or replaced) is followed, not its old inode.
+			fresh, err := os.OpenRoot(f.cfg.Path)
+			if err != nil {
+				if root != nil {
+					root.Close()
 				}
+				root, watched = nil, map[string]bool{}
+				f.mu.Unlock()
+				fail(f.record(ctx, err))
+				continue
 			}
+			if root != nil {
+				if !sameDir(root, fresh) {
+					watched = map[string]bool{}
+				}
+				root.Close()
+			}
+			root = fresh
 			next, dirs, err := f.fullLook(ctx, root, &engine.ScanResult{})
 			if err != nil {
 				root.Close()
@@ -500,4 +511,14 @@ func (c *Config) Validate() error {
 	}
 	_, err = ParseConfig(raw)
 	return err
+}
+
+// sameDir reports whether two roots are the same folder.
+func sameDir(a, b *os.Root) bool {
+	ai, err := a.Stat(".")
+	if err != nil {
+		return false
+	}
+	bi, err := b.Stat(".")
+	return err == nil && os.SameFile(ai, bi)
 }

@@ -353,3 +353,31 @@ func TestThousandFilesAtOnce(t *testing.T) {
 	require.Len(t, left, 1, "only done/ is left: %v", left)
 	h.settle(n)
 }
+
+func TestMissingFolderIsASourceError(t *testing.T) {
+	h := newHarness(t, opts{after: engine.AfterMove})
+	require.NoError(t, os.Rename(h.dir, h.dir+" later"))
+	h.start()
+	lastError := func() string {
+		src, err := h.store.GetSource(t.Context(), "drop")
+		require.NoError(t, err)
+		return src.LastError
+	}
+	require.Eventually(t, func() bool { return lastError() != "" }, deadline, 20*time.Millisecond)
+	require.NoError(t, os.Rename(h.dir+" later", h.dir))
+	h.write("a.csv", 1)
+	h.waitJobs(1)
+	require.Eventually(t, func() bool { return lastError() == "" }, deadline, 20*time.Millisecond, "cleared by a good look")
+}
+
+func TestFolderReplacedWhileWatched(t *testing.T) {
+	h := newHarness(t, opts{after: engine.AfterMove})
+	h.start()
+	h.write("a.csv", 1)
+	h.waitJobs(1)
+	require.NoError(t, os.Rename(h.dir, h.dir+" old"))
+	require.NoError(t, os.Mkdir(h.dir, 0o755))
+	h.write("b.csv", 1)
+	h.waitJobs(2)
+	require.Eventually(t, func() bool { return exists(filepath.Join(h.dir, "done", "b.csv")) }, deadline, 20*time.Millisecond)
+}
