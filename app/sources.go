@@ -2,7 +2,9 @@ package app
 
 import (
 	"context"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +43,7 @@ func (e *Env) runSources(ctx context.Context, ing *engine.Ingester) (stop func()
 		cancel  context.CancelFunc
 	}
 	t := e.taker(ing)
+	removeStaleCopies(t.TempDir, 24*time.Hour)
 	wg.Go(func() {
 		live := map[string]running{}
 		tick := time.NewTicker(sourceReload)
@@ -93,4 +96,21 @@ func (e *Env) runSources(ctx context.Context, ing *engine.Ingester) (stop func()
 		}
 	})
 	return func() { cancel(); wg.Wait() }
+}
+
+// removeStaleCopies deletes the copies a killed process left in dir (an
+// ingest removes its own). Only old ones: another process may be copying.
+func removeStaleCopies(dir string, age time.Duration) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, d := range ents {
+		if !d.Type().IsRegular() || !strings.HasPrefix(d.Name(), "source-") {
+			continue
+		}
+		if fi, err := d.Info(); err == nil && time.Since(fi.ModTime()) > age {
+			_ = os.Remove(filepath.Join(dir, d.Name()))
+		}
+	}
 }
