@@ -151,6 +151,7 @@ Environment:
 		newExportCmd(g), newReprocessCmd(g), newStateCmd(g, "pause"), newStateCmd(g, "resume"),
 		newStateCmd(g, "cancel"), newDeleteCmd(g), newPipelineCmd(g), newPipelinesCmd(g),
 		newHostsCmd(g), newStatsCmd(g),
+		newSourceCmd(g), newSourcesCmd(g),
 		newBenchCmd(g), newVersionCmd(g),
 	)
 	for _, c := range root.Commands() {

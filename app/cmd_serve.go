@@ -119,6 +119,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	if err != nil {
 		return err
 	}
+	defer env.runSources(ctx, ing)() // watched folders: files dropped become jobs
 	var runner *engine.Runner
 	if !f.noWorkers {
 		if runner, err = env.Runner(f.concurrency, false, nil); err != nil {

@@ -36,6 +36,9 @@ With --drain the worker exits once no item is PROCESSING and none is PENDING
 			if err != nil {
 				return err
 			}
+			if ing, err := env.Ingester(); err == nil && !drain {
+				defer env.runSources(ctx, ing)() // watched folders: files dropped become jobs
+			}
 			env.Log.Info("worker started", "worker_id", r.WorkerID(), "data", env.Data, "drain", drain)
 			sum, err := r.Run(ctx)
 			if err != nil {

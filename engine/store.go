@@ -21,6 +21,7 @@ type Store interface {
 	DefaultUser(ctx context.Context) (*User, error)
 	AccountStore
 	HostRateStore
+	SourceStore
 
 	// PutPipeline creates or replaces a pipeline by name, bumping its
 	// version, and returns the stored pipeline.

@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"concurrency", concurrencyTests},
 		{"accounts", accountTests},
 		{"hostrates", hostRateTests},
+		{"sources", sourceTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
