@@ -209,26 +209,18 @@ func newSourceScanCmd(g *globals) *cobra.Command {
 				return err
 			}
 			defer env.Close()
-			rec, err := env.Store.GetSource(ctx, args[0])
-			if err != nil {
-				return err
-			}
 			ing, err := env.Ingester()
 			if err != nil {
 				return err
 			}
-			src, err := newSource(rec, env.taker(ing), env)
-			if err != nil {
-				return err
-			}
-			res, err := src.Scan(ctx)
+			res, err := env.scanSource(ctx, ing, args[0])
 			if err != nil {
 				return err
 			}
 			if asJSON {
 				return writeJSON(g.stdout, res)
 			}
-			fmt.Fprintf(g.stdout, "source %s: %d files seen, %d ingested, %d failed\n", rec.Name, res.Seen, res.Ingested, res.Failed)
+			fmt.Fprintf(g.stdout, "source %s: %d files seen, %d ingested, %d failed\n", args[0], res.Seen, res.Ingested, res.Failed)
 			return nil
 		},
 	}

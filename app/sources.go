@@ -31,6 +31,20 @@ func newSource(rec *engine.SourceRecord, t *engine.Taker, e *Env) (engine.Source
 	return nil, engine.Errorf(engine.EINVALID, "source %s: kind %q is not supported by this build", rec.Name, rec.Kind)
 }
 
+// scanSource looks at a stored source once and ingests every stable file
+// (sluice source scan, POST /api/sources/{name}/scan).
+func (e *Env) scanSource(ctx context.Context, ing *engine.Ingester, name string) (*engine.ScanResult, error) {
+	rec, err := e.Store.GetSource(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	src, err := newSource(rec, e.taker(ing), e)
+	if err != nil {
+		return nil, err
+	}
+	return src.Scan(ctx)
+}
+
 // runSources runs the enabled sources of the data directory in this
 // process until ctx is done or the returned stop is called (which waits
 // for them). Several processes may run the same sources: the ledger lets

@@ -30,6 +30,10 @@ func TestAccessMatrix(t *testing.T) {
 		{"admin", func() string { return h.adminTok }},
 		{"anonymous", func() string { return "" }},
 	}
+	_, err := h.st.CreateSource(t.Context(), &engine.SourceRecord{Name: "drop", Kind: engine.SourceFolder,
+		Config: json.RawMessage(`{"path":"` + t.TempDir() + `"}`), Pipeline: engine.DefaultPipeline, After: "leave",
+		Poll: time.Minute, Enabled: true}, time.Now())
+	require.NoError(t, err)
 	n := 0
 	for _, rt := range h.srv.routes() {
 		for _, role := range roles {
@@ -52,6 +56,9 @@ func TestAccessMatrix(t *testing.T) {
 			path = strings.ReplaceAll(path, "/api/tokens/{id}", "/api/tokens/"+strconv.FormatInt(tok.ID, 10))
 			if rt.Method == "PUT" {
 				path = strings.ReplaceAll(path, "{name}", "matrix")
+			}
+			if strings.HasPrefix(path, "/api/sources/") {
+				path = strings.ReplaceAll(path, "{name}", "drop")
 			}
 			path = strings.ReplaceAll(path, "{name}", engine.DefaultPipeline)
 			if strings.HasSuffix(path, "/kickoff") {

@@ -612,3 +612,26 @@ func TestUploadErrorNamesStoredJobs(t *testing.T) {
 	require.Contains(t, msg, "bad.csv")
 	require.Contains(t, msg, "from good.csv")
 }
+
+func TestSourcesListed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	dir := t.TempDir()
+	_, err := h.st.CreateSource(t.Context(), &engine.SourceRecord{Name: "inbox", Kind: engine.SourceFolder,
+		Config: json.RawMessage(`{"path":"` + dir + `"}`), Pipeline: engine.DefaultPipeline, After: "move",
+		Poll: time.Minute, Enabled: true}, time.Now())
+	require.NoError(t, err)
+	require.NoError(t, h.st.RecordSourcePoll(t.Context(), "inbox", "folder is gone", time.Now()))
+	resp, body := h.get("/api/sources", h.ownerTok)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	list := decode[struct {
+		Sources []engine.SourceRecord `json:"sources"`
+	}](t, body).Sources
+	require.Len(t, list, 1)
+	require.Equal(t, "inbox", list[0].Name)
+	require.Equal(t, "folder is gone", list[0].LastError, "the last error shows")
+	resp, _ = h.get("/api/sources/nope", h.ownerTok)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+	resp, body = h.do(request{method: "POST", path: "/api/sources/inbox/scan", token: h.adminTok})
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+}

@@ -36,6 +36,9 @@ type Config struct {
 	Notifier  *engine.Notifier
 	// PoolStats reports the store's connection pools (metrics); optional.
 	PoolStats PoolStats
+	// ScanSource looks at a source now (POST /api/sources/{name}/scan);
+	// nil when this server runs no sources.
+	ScanSource func(ctx context.Context, name string) (any, error)
 	// Registry validates pipelines.
 	Registry *engine.Registry
 	Log      *slog.Logger
@@ -200,6 +203,9 @@ func (s *Server) routes() []route {
 		{"GET", "/api/pipelines", signedIn, s.listPipelines},
 		{"GET", "/api/pipelines/{name}", signedIn, s.getPipeline},
 		{"PUT", "/api/pipelines/{name}", adminOnly, s.putPipeline},
+		{"GET", "/api/sources", signedIn, s.listSources},
+		{"GET", "/api/sources/{name}", signedIn, s.getSource},
+		{"POST", "/api/sources/{name}/scan", adminOnly, s.scanSource},
 		{"GET", "/api/stats", signedIn, s.stats},
 		{"GET", "/api/events", signedIn, s.serveEvents},
 	}
