@@ -129,9 +129,9 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	srv, err := api.New(api.Config{
 		Store: env.Store, Ingester: ing, Runner: runner, Hosts: env.Hosts, Lease: env.Tuning.Lease, Notifier: env.Notifier, Log: env.Log,
 		Registry: env.Registry, DataDir: env.Data, MaxUploadBytes: f.maxUploadMB << 20, PendingView: f.pendingView,
-		PoolStats: func() map[string]sql.DBStats { return env.Store.PoolStats() },
+		PoolStats:  func() map[string]sql.DBStats { return env.Store.PoolStats() },
 		ScanSource: func(ctx context.Context, name string) (any, error) { return env.scanSource(ctx, ing, name) },
-		UI:        frontend.Handler(),
+		UI:         frontend.Handler(),
 		NewRunner: func(c engine.RunnerConfig) (*engine.Runner, error) {
 			c.Store, c.Registry, c.Notifier, c.Logger = env.Store, env.Registry, env.Notifier, env.Log
 			c.Concurrency, c.Claim, c.Lease = env.Tuning.Concurrency, env.Tuning.Claim, env.Tuning.Lease
