@@ -12,6 +12,7 @@ package e2e
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -376,6 +377,17 @@ func TestUI(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`nav a[href="/health"]`)),
 		within(30*time.Second, waitJS(`document.querySelectorAll("svg.chart").length === 7`)),
 		within(30*time.Second, waitJS(`document.querySelectorAll("svg.chart polyline").length >= 3`)),
+	)
+
+	// Sources lists the watched folders with their last error.
+	_, err = s.st.CreateSource(context.Background(), &engine.SourceRecord{Name: "inbox", Kind: engine.SourceFolder,
+		Config: json.RawMessage(`{"path":"/srv/inbox"}`), Pipeline: engine.DefaultPipeline, After: "move",
+		Poll: time.Minute, Enabled: true}, time.Now())
+	must(t, err)
+	must(t, s.st.RecordSourcePoll(context.Background(), "inbox", "folder not found", time.Now()))
+	step(t, ctx, "12b-sources",
+		chromedp.Click(chromedp.CSS(`nav a[href="/sources"]`)),
+		within(30*time.Second, waitJS(`(document.querySelector("table.sources tr[data-source=inbox]")?.textContent ?? "").includes("folder not found")`)),
 	)
 
 	// The theme toggle: auto, light, dark.

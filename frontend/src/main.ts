@@ -12,6 +12,7 @@ import { pendingPage } from "./pages/pending";
 import { pipelinesPage } from "./pages/pipelines";
 import { healthPage } from "./pages/health";
 import { soonPage } from "./pages/soon";
+import { sourcesPage } from "./pages/sources";
 
 // session is who is signed in (null before /api/me answered yes).
 export let session: api.Me | null = null;
@@ -27,7 +28,7 @@ const navItems: [string, string, boolean][] = [
   ["/pending", "Pending", false],
   ["/pipelines", "Pipelines", false],
   ["/health", "Health", false],
-  ["/sources", "Sources", true],
+  ["/sources", "Sources", false],
   ["/triggers", "Triggers", true],
 ];
 const nav = h(
@@ -143,7 +144,8 @@ setRoutes(
     { path: /^\/pending$/, render: guard(() => pendingPage(session!)) },
     { path: /^\/pipelines(?:\/([^/]+))?$/, render: guard((m) => pipelinesPage(m[1] ? decodeURIComponent(m[1]) : null, session!)) },
     { path: /^\/health$/, render: guard(() => healthPage()) },
-    { path: /^\/(sources|triggers)$/, render: guard((m) => soonPage(m[1])) },
+    { path: /^\/sources$/, render: guard(() => sourcesPage(session!)) },
+    { path: /^\/(triggers)$/, render: guard((m) => soonPage(m[1])) },
     { path: /.*/, render: guard(() => soonPage("")) },
   ],
   render,

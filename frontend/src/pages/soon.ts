@@ -1,11 +1,11 @@
 import { h } from "../dom";
 import { link, type Page } from "../ui";
 
-// soonPage holds the places of screens that come with their own issues
-// (Sources, Triggers) and answers unknown addresses.
+// soonPage holds the place of a screen that comes with its own issue
+// (Triggers) and answers unknown addresses.
 export function soonPage(what: string): Page {
-  if (what === "sources" || what === "triggers") {
-    const title = what === "sources" ? "Sources" : "Triggers";
+  if (what === "triggers") {
+    const title = "Triggers";
     return {
       title,
       el: h(
@@ -15,9 +15,7 @@ export function soonPage(what: string): Page {
         h(
           "p",
           null,
-          what === "sources"
-            ? "Folders, FTP and S3 buckets that feed jobs by themselves are not built yet."
-            : "Schedules and events that start jobs are not built yet.",
+          "Schedules and events that start jobs are not built yet.",
         ),
         h("p", null, link("/", "Back to jobs")),
       ),

@@ -1,0 +1,107 @@
+// Sources: the watched folders (and, later, FTP and S3) that turn files
+// into jobs by themselves: status, last look, last error, files ingested,
+// and "Scan now" for admins (GET /api/sources, POST .../scan).
+
+import * as api from "../api";
+import { h, replace } from "../dom";
+import * as fmt from "../format";
+import { notice, type Page } from "../ui";
+
+interface Source {
+  name: string;
+  kind: string;
+  config: { path?: string; recursive?: boolean };
+  pipeline: string;
+  after: string;
+  enabled: boolean;
+  lastPollAt?: string;
+  lastError?: string;
+  ingested: number;
+  failed: number;
+}
+
+interface ScanResult {
+  seen?: number;
+  ingested?: number;
+  failed?: number;
+}
+
+export function sourcesPage(me: api.Me): Page {
+  const note = notice();
+  const tbody = h("tbody");
+  const empty = h(
+    "p",
+    { class: "muted", hidden: true },
+    "No sources yet. Add a watched folder with: sluice source add folder NAME --path DIR --pipeline PIPELINE",
+  );
+  const admin = me.user.role === "admin";
+  let timer = 0;
+  let stopped = false;
+
+  async function scan(name: string, button: HTMLButtonElement): Promise<void> {
+    button.disabled = true;
+    try {
+      const r = await api.post<ScanResult>(`/api/sources/${encodeURIComponent(name)}/scan`);
+      note.info(`${name}: ${fmt.int(r.seen ?? 0)} files seen, ${fmt.int(r.ingested ?? 0)} ingested, ${fmt.int(r.failed ?? 0)} failed.`);
+      await load();
+    } catch (e) {
+      note.error(e);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function row(s: Source): HTMLElement {
+    const scanB = h("button", { type: "button", "aria-label": `Scan ${s.name} now` }, "Scan now") as HTMLButtonElement;
+    scanB.onclick = () => void scan(s.name, scanB);
+    return h(
+      "tr",
+      { "data-source": s.name },
+      h("td", null, s.name),
+      h("td", null, s.kind),
+      h("td", null, s.config?.path ?? ""),
+      h("td", null, s.pipeline),
+      h("td", null, s.after),
+      h("td", null, s.enabled ? "on" : "off"),
+      h("td", null, fmt.time(s.lastPollAt)),
+      h("td", { class: s.lastError ? "error" : "" }, s.lastError ?? ""),
+      h("td", { class: "num" }, fmt.int(s.ingested)),
+      h("td", { class: "num" }, fmt.int(s.failed)),
+      h("td", null, admin ? scanB : ""),
+    );
+  }
+
+  async function load(): Promise<void> {
+    try {
+      const r = await api.get<{ sources: Source[] }>("/api/sources");
+      if (stopped) return;
+      replace(tbody, ...r.sources.map(row));
+      empty.hidden = r.sources.length > 0;
+    } catch (e) {
+      note.error(e);
+    }
+  }
+  async function poll(): Promise<void> {
+    await load();
+    if (!stopped) timer = window.setTimeout(poll, 5000);
+  }
+  void poll();
+
+  const head = ["Name", "Kind", "Path", "Pipeline", "After ingest", "Enabled", "Last look", "Last error", "Ingested", "Failed", ""];
+  return {
+    title: "Sources",
+    el: h(
+      "section",
+      { class: "page" },
+      h("h1", null, "Sources"),
+      h("p", { class: "muted" }, "Folders that feed jobs by themselves: every stable CSV or XLSX file dropped there becomes a job, once."),
+      note.el,
+      h("table", { class: "sources" }, h("thead", null, h("tr", null, ...head.map((t) => h("th", { scope: "col" }, t)))), tbody),
+      empty,
+    ),
+    destroy() {
+      stopped = true;
+      clearTimeout(timer);
+    },
+  };
+}
