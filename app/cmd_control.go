@@ -63,60 +63,57 @@ terminal).`,
 			if err != nil {
 				return err
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			if _, err := env.Store.GetJob(ctx, id); err != nil {
-				return err
-			}
-			var w io.Writer = g.stdout
-			var tmp *os.File
-			if output != "-" {
-				dir := filepath.Dir(output)
-				if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-					return fmt.Errorf("cannot write %s: directory %s does not exist", output, dir)
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				if _, err := env.Store.GetJob(ctx, id); err != nil {
+					return err
 				}
-				// Write next to the target and rename at the end, so a
-				// failed export never leaves a half file under its name.
-				tmp, err = os.CreateTemp(dir, ".sluice-export-*")
+				var w io.Writer = g.stdout
+				var tmp *os.File
+				if output != "-" {
+					dir := filepath.Dir(output)
+					if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+						return fmt.Errorf("cannot write %s: directory %s does not exist", output, dir)
+					}
+					// Write next to the target and rename at the end, so a
+					// failed export never leaves a half file under its name.
+					tmp, err = os.CreateTemp(dir, ".sluice-export-*")
+					if err != nil {
+						return fmt.Errorf("cannot write %s: %w", output, err)
+					}
+					defer os.Remove(tmp.Name())
+					w = tmp
+				}
+				// The export's live heap is small and bounded (a few batches of
+				// items, the spool's buffer, excelize's 16 MiB chunk) while it
+				// allocates about a kilobyte per row: a heap allowed to grow to
+				// three times the live data halves the collections, for a few
+				// tens of MB.
+				if os.Getenv("GOGC") == "" {
+					debug.SetGCPercent(200)
+				}
+				bw := bufio.NewWriterSize(w, 256<<10)
+				n, err := export.Write(ctx, env.Store, id, sts, f, bw)
+				if err == nil {
+					err = bw.Flush()
+				}
 				if err != nil {
-					return fmt.Errorf("cannot write %s: %w", output, err)
+					return fmt.Errorf("export job %d: %w", id, err)
 				}
-				defer os.Remove(tmp.Name())
-				w = tmp
-			}
-			// The export's live heap is small and bounded (a few batches of
-			// items, the spool's buffer, excelize's 16 MiB chunk) while it
-			// allocates about a kilobyte per row: a heap allowed to grow to
-			// three times the live data halves the collections, for a few
-			// tens of MB.
-			if os.Getenv("GOGC") == "" {
-				debug.SetGCPercent(200)
-			}
-			bw := bufio.NewWriterSize(w, 256<<10)
-			n, err := export.Write(ctx, env.Store, id, sts, f, bw)
-			if err == nil {
-				err = bw.Flush()
-			}
-			if err != nil {
-				return fmt.Errorf("export job %d: %w", id, err)
-			}
-			if tmp != nil {
-				if err := tmp.Close(); err != nil {
-					return fmt.Errorf("write %s: %w", output, err)
+				if tmp != nil {
+					if err := tmp.Close(); err != nil {
+						return fmt.Errorf("write %s: %w", output, err)
+					}
+					// CreateTemp makes 0600 files; an export is an ordinary file.
+					if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+						return fmt.Errorf("write %s: %w", output, err)
+					}
+					if err := os.Rename(tmp.Name(), output); err != nil {
+						return fmt.Errorf("write %s: %w", output, err)
+					}
+					fmt.Fprintf(g.stderr, "exported %d rows of job %d to %s (%s)\n", n, id, output, f)
 				}
-				// CreateTemp makes 0600 files; an export is an ordinary file.
-				if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-					return fmt.Errorf("write %s: %w", output, err)
-				}
-				if err := os.Rename(tmp.Name(), output); err != nil {
-					return fmt.Errorf("write %s: %w", output, err)
-				}
-				fmt.Fprintf(g.stderr, "exported %d rows of job %d to %s (%s)\n", n, id, output, f)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "", "file format: csv or xlsx (default: from the -o file's extension; csv for -)")
@@ -165,21 +162,18 @@ touched. The job goes back to QUEUED.`,
 				}
 				ids = append(ids, n)
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			n, err := env.Store.ReprocessItems(ctx, &engine.ReprocessParams{JobID: id, ItemIDs: ids, Statuses: sts, ResetAttempts: reset, Now: time.Now()})
-			if err != nil {
-				return err
-			}
-			env.Log.Debug("items reprocessed", "job_id", id, "items", n, "statuses", statuses, "reset_attempts", reset)
-			if asJSON {
-				return writeJSONCompact(g.stdout, map[string]any{"jobId": id, "reprocessed": n})
-			}
-			fmt.Fprintf(g.stdout, "job %d: %d items back in the queue\n", id, n)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				n, err := env.Store.ReprocessItems(ctx, &engine.ReprocessParams{JobID: id, ItemIDs: ids, Statuses: sts, ResetAttempts: reset, Now: time.Now()})
+				if err != nil {
+					return err
+				}
+				env.Log.Debug("items reprocessed", "job_id", id, "items", n, "statuses", statuses, "reset_attempts", reset)
+				if asJSON {
+					return writeJSONCompact(g.stdout, map[string]any{"jobId": id, "reprocessed": n})
+				}
+				fmt.Fprintf(g.stdout, "job %d: %d items back in the queue\n", id, n)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&statuses, "status", "", "statuses to reprocess (default ERROR,NOT_FOUND)")

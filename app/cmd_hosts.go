@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
@@ -38,41 +39,38 @@ ignored: such a host starts from slow start (5 req/s) again.`,
   sluice hosts reset api.example.com`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			rates, err := env.Store.LoadHostRates(ctx)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			out := make([]hostRateOut, 0, len(rates))
-			for _, r := range rates {
-				out = append(out, hostRateOut{HostRate: r, RestartRate: round2(r.RestartRate()),
-					Stale: now.Sub(r.UpdatedAt) > hostRatesMaxAge})
-			}
-			if asJSON {
-				return writeJSON(g.stdout, out)
-			}
-			if len(out) == 0 {
-				fmt.Fprintln(g.stdout, "no learned host rates")
-				return nil
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "HOST\tRATE\tCEILING\tCONCURRENCY\tRESTART\tSAVED")
-			for _, o := range out {
-				ceiling, saved := "-", shortTime(o.UpdatedAt)
-				if o.Ceiling > 0 {
-					ceiling = strconv.FormatFloat(o.Ceiling, 'f', 1, 64)
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				rates, err := env.Store.LoadHostRates(ctx)
+				if err != nil {
+					return err
 				}
-				if o.Stale {
-					saved += " (stale: ignored)"
+				now := time.Now()
+				out := make([]hostRateOut, 0, len(rates))
+				for _, r := range rates {
+					out = append(out, hostRateOut{HostRate: r, RestartRate: round2(r.RestartRate()),
+						Stale: now.Sub(r.UpdatedAt) > hostRatesMaxAge})
 				}
-				fmt.Fprintf(tw, "%s\t%.1f\t%s\t%d\t%.1f\t%s\n", o.Host, o.Rate, ceiling, o.Concurrency, o.RestartRate, saved)
-			}
-			return tw.Flush()
+				if asJSON {
+					return writeJSON(g.stdout, out)
+				}
+				if len(out) == 0 {
+					fmt.Fprintln(g.stdout, "no learned host rates")
+					return nil
+				}
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "HOST\tRATE\tCEILING\tCONCURRENCY\tRESTART\tSAVED")
+				for _, o := range out {
+					ceiling, saved := "-", shortTime(o.UpdatedAt)
+					if o.Ceiling > 0 {
+						ceiling = strconv.FormatFloat(o.Ceiling, 'f', 1, 64)
+					}
+					if o.Stale {
+						saved += " (stale: ignored)"
+					}
+					fmt.Fprintf(tw, "%s\t%.1f\t%s\t%d\t%.1f\t%s\n", o.Host, o.Rate, ceiling, o.Concurrency, o.RestartRate, saved)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -93,20 +91,17 @@ again within 10 s: stop it first, or restart it after the reset.`,
 		Example: `  sluice hosts reset api.example.com
   sluice hosts reset`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			n, err := env.Store.DeleteHostRates(ctx, args...)
-			if err != nil {
-				return err
-			}
-			if len(args) > 0 && n == 0 {
-				return engine.Errorf(engine.ENOTFOUND, "no learned rate for %s (see sluice hosts)", strings.Join(args, ", "))
-			}
-			fmt.Fprintf(g.stdout, "%d host rate(s) reset\n", n)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				n, err := env.Store.DeleteHostRates(ctx, args...)
+				if err != nil {
+					return err
+				}
+				if len(args) > 0 && n == 0 {
+					return engine.Errorf(engine.ENOTFOUND, "no learned rate for %s (see sluice hosts)", strings.Join(args, ", "))
+				}
+				fmt.Fprintf(g.stdout, "%d host rate(s) reset\n", n)
+				return nil
+			})
 		},
 	}
 	cmd.SilenceUsage = true

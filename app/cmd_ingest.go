@@ -69,76 +69,73 @@ With --wait, workers run in this process until these jobs finish.`,
 			if err != nil {
 				return err
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			ing, err := env.Ingester()
-			if err != nil {
-				return err
-			}
-			var outs []ingestOut
-			var firstErr error
-			failed := 0
-			for _, f := range files {
-				o, err := ingestFile(ctx, ing, f, pipeline, sheet, opts)
-				outs = append(outs, o)
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				ing, err := env.Ingester()
 				if err != nil {
-					failed++
-					if firstErr == nil {
-						firstErr = err
-					}
-				}
-				if !asJSON {
-					switch {
-					case o.Error == "":
-						fmt.Fprintf(g.stdout, "job %d: %d items from %s (%s)\n", o.JobID, o.Items, f, o.State)
-					case len(args) > 1 && o.JobID != 0:
-						// With one file the error line below says it all.
-						fmt.Fprintf(g.stderr, "%s: job %d FAILED: %s\n", f, o.JobID, o.Error)
-					}
-				}
-				if engine.ErrorCode(err) == engine.EINVALID && o.JobID == 0 {
-					break // e.g. no such pipeline: the next files would fail the same way
-				}
-			}
-			if len(images) > 0 {
-				imgPipeline := pipeline
-				if !cmd.Flags().Changed("pipeline") {
-					imgPipeline = ImagePipeline
-				}
-				o, err := ingestImages(ctx, ing, images, imgPipeline)
-				outs = append(outs, o)
-				if err != nil {
-					failed++
-					if firstErr == nil {
-						firstErr = err
-					}
-				} else if !asJSON {
-					fmt.Fprintf(g.stdout, "job %d: %d images (%s)\n", o.JobID, o.Items, o.State)
-				}
-			}
-			if inputs := len(files) + min(len(images), 1); failed > 0 && inputs > 1 {
-				firstErr = fmt.Errorf("%d of %d jobs failed (first: %s)", failed, inputs, engine.ErrorMessage(firstErr))
-			}
-			if wait && firstErr == nil {
-				if err := waitForJobs(ctx, env, outs, concurrency); err != nil {
 					return err
 				}
-			}
-			if asJSON {
-				for _, o := range outs {
-					if err := writeJSONLine(g, o); err != nil {
+				var outs []ingestOut
+				var firstErr error
+				failed := 0
+				for _, f := range files {
+					o, err := ingestFile(ctx, ing, f, pipeline, sheet, opts)
+					outs = append(outs, o)
+					if err != nil {
+						failed++
+						if firstErr == nil {
+							firstErr = err
+						}
+					}
+					if !asJSON {
+						switch {
+						case o.Error == "":
+							fmt.Fprintf(g.stdout, "job %d: %d items from %s (%s)\n", o.JobID, o.Items, f, o.State)
+						case len(args) > 1 && o.JobID != 0:
+							// With one file the error line below says it all.
+							fmt.Fprintf(g.stderr, "%s: job %d FAILED: %s\n", f, o.JobID, o.Error)
+						}
+					}
+					if engine.ErrorCode(err) == engine.EINVALID && o.JobID == 0 {
+						break // e.g. no such pipeline: the next files would fail the same way
+					}
+				}
+				if len(images) > 0 {
+					imgPipeline := pipeline
+					if !cmd.Flags().Changed("pipeline") {
+						imgPipeline = ImagePipeline
+					}
+					o, err := ingestImages(ctx, ing, images, imgPipeline)
+					outs = append(outs, o)
+					if err != nil {
+						failed++
+						if firstErr == nil {
+							firstErr = err
+						}
+					} else if !asJSON {
+						fmt.Fprintf(g.stdout, "job %d: %d images (%s)\n", o.JobID, o.Items, o.State)
+					}
+				}
+				if inputs := len(files) + min(len(images), 1); failed > 0 && inputs > 1 {
+					firstErr = fmt.Errorf("%d of %d jobs failed (first: %s)", failed, inputs, engine.ErrorMessage(firstErr))
+				}
+				if wait && firstErr == nil {
+					if err := waitForJobs(ctx, env, outs, concurrency); err != nil {
 						return err
 					}
 				}
-			} else if wait {
-				for _, o := range outs {
-					fmt.Fprintf(g.stdout, "job %d: %s\n", o.JobID, o.State)
+				if asJSON {
+					for _, o := range outs {
+						if err := writeJSONLine(g, o); err != nil {
+							return err
+						}
+					}
+				} else if wait {
+					for _, o := range outs {
+						fmt.Fprintf(g.stdout, "job %d: %s\n", o.JobID, o.State)
+					}
 				}
-			}
-			return firstErr
+				return firstErr
+			})
 		},
 	}
 	f := cmd.Flags()

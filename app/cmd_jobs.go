@@ -38,27 +38,24 @@ func newJobsCmd(g *globals) *cobra.Command {
 			if limit <= 0 {
 				return usagef("--limit: must be ≥ 1")
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			jobs, err := env.Store.ListJobs(ctx, &engine.ListJobsParams{States: sts, Limit: limit, BeforeID: before})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				views := make([]engine.JobView, 0, len(jobs))
-				for _, j := range jobs {
-					views = append(views, engine.ViewJob(j, time.Now()))
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				jobs, err := env.Store.ListJobs(ctx, &engine.ListJobsParams{States: sts, Limit: limit, BeforeID: before})
+				if err != nil {
+					return err
 				}
-				var next *int64
-				if len(jobs) == limit {
-					next = &jobs[len(jobs)-1].ID
+				if asJSON {
+					views := make([]engine.JobView, 0, len(jobs))
+					for _, j := range jobs {
+						views = append(views, engine.ViewJob(j, time.Now()))
+					}
+					var next *int64
+					if len(jobs) == limit {
+						next = &jobs[len(jobs)-1].ID
+					}
+					return writeJSON(g.stdout, map[string]any{"jobs": views, "nextBefore": next})
 				}
-				return writeJSON(g.stdout, map[string]any{"jobs": views, "nextBefore": next})
-			}
-			return printJobs(g.stdout, jobs)
+				return printJobs(g.stdout, jobs)
+			})
 		},
 	}
 	cmd.Flags().StringVar(&states, "state", "", "only jobs in these states (comma separated)")
@@ -177,49 +174,46 @@ page at a time. The listing prints the cursor of the next page; pass it with
 			if limit <= 0 || limit > 10000 {
 				return usagef("--limit: must be between 1 and 10000")
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			if _, err := env.Store.GetJob(ctx, id); err != nil {
-				return err
-			}
-			page, err := env.Store.ListItems(ctx, &engine.ListItemsParams{JobID: id, Statuses: sts, After: cur, Limit: limit, WithInput: withInput})
-			if err != nil {
-				return err
-			}
-			var next *string
-			if page.Next != nil {
-				s := engine.EncodeCursor(page.Next)
-				next = &s
-			}
-			if asJSON {
-				items := make([]itemOut, 0, len(page.Items))
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				if _, err := env.Store.GetJob(ctx, id); err != nil {
+					return err
+				}
+				page, err := env.Store.ListItems(ctx, &engine.ListItemsParams{JobID: id, Statuses: sts, After: cur, Limit: limit, WithInput: withInput})
+				if err != nil {
+					return err
+				}
+				var next *string
+				if page.Next != nil {
+					s := engine.EncodeCursor(page.Next)
+					next = &s
+				}
+				if asJSON {
+					items := make([]itemOut, 0, len(page.Items))
+					for _, it := range page.Items {
+						items = append(items, toItemOut(it))
+					}
+					return writeJSON(g.stdout, map[string]any{"items": items, "next": next})
+				}
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "ID\tSEQ\tSTATUS\tATTEMPTS\tUPDATED\tRESULT / ERROR")
 				for _, it := range page.Items {
-					items = append(items, toItemOut(it))
+					detail := string(it.Result)
+					if it.LastError != "" && it.Status != engine.ItemDone {
+						detail = it.LastError
+					}
+					if len(detail) > 80 {
+						detail = detail[:77] + "..."
+					}
+					fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\n", it.ID, it.Seq, it.Status, it.Attempts, shortTime(it.UpdatedAt), detail)
 				}
-				return writeJSON(g.stdout, map[string]any{"items": items, "next": next})
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "ID\tSEQ\tSTATUS\tATTEMPTS\tUPDATED\tRESULT / ERROR")
-			for _, it := range page.Items {
-				detail := string(it.Result)
-				if it.LastError != "" && it.Status != engine.ItemDone {
-					detail = it.LastError
+				if err := tw.Flush(); err != nil {
+					return err
 				}
-				if len(detail) > 80 {
-					detail = detail[:77] + "..."
+				if next != nil {
+					fmt.Fprintf(g.stdout, "next page: sluice items %d --after %s\n", id, *next)
 				}
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%d\t%s\t%s\n", it.ID, it.Seq, it.Status, it.Attempts, shortTime(it.UpdatedAt), detail)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if next != nil {
-				fmt.Fprintf(g.stdout, "next page: sluice items %d --after %s\n", id, *next)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&statuses, "status", "", "only these statuses, e.g. ERROR,NOT_FOUND")
@@ -241,23 +235,20 @@ func newItemCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			it, err := env.Store.GetItem(ctx, id)
-			if err != nil {
-				return err
-			}
-			attempts, err := env.Store.ListAttempts(ctx, id)
-			if err != nil {
-				return err
-			}
-			if attempts == nil {
-				attempts = []*engine.Attempt{}
-			}
-			return writeJSON(g.stdout, map[string]any{"item": it, "attempts": attempts})
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				it, err := env.Store.GetItem(ctx, id)
+				if err != nil {
+					return err
+				}
+				attempts, err := env.Store.ListAttempts(ctx, id)
+				if err != nil {
+					return err
+				}
+				if attempts == nil {
+					attempts = []*engine.Attempt{}
+				}
+				return writeJSON(g.stdout, map[string]any{"item": it, "attempts": attempts})
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", true, "print JSON (the only format)")

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"time"
@@ -44,20 +45,17 @@ Applying bumps the pipeline's version; running workers pick it up within seconds
 			if err != nil {
 				return engine.Errorf(engine.EINVALID, "%s: %s", args[0], engine.ErrorMessage(err))
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			if err := p.Validate(env.Registry); err != nil {
-				return engine.Errorf(engine.EINVALID, "%s: %s", args[0], engine.ErrorMessage(err))
-			}
-			stored, err := env.Store.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: p, Now: time.Now()})
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "pipeline %s: version %d (%d stages)\n", stored.Name, stored.Version, len(stored.Stages))
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				if err := p.Validate(env.Registry); err != nil {
+					return engine.Errorf(engine.EINVALID, "%s: %s", args[0], engine.ErrorMessage(err))
+				}
+				stored, err := env.Store.PutPipeline(ctx, &engine.PutPipelineParams{Pipeline: p, Now: time.Now()})
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "pipeline %s: version %d (%d stages)\n", stored.Name, stored.Version, len(stored.Stages))
+				return nil
+			})
 		},
 	}
 	show := &cobra.Command{
@@ -65,16 +63,13 @@ Applying bumps the pipeline's version; running workers pick it up within seconds
 		Short: "Print a pipeline as JSON",
 		Args:  exactArgs(1, "one pipeline NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			p, err := env.Store.GetPipeline(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return writeJSON(g.stdout, p)
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				p, err := env.Store.GetPipeline(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				return writeJSON(g.stdout, p)
+			})
 		},
 	}
 	cmd.AddCommand(apply, show)
@@ -88,31 +83,28 @@ func newPipelinesCmd(g *globals) *cobra.Command {
 		Short: "List pipelines",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			ps, err := env.Store.ListPipelines(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, map[string]any{"pipelines": ps})
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "NAME\tVERSION\tSTAGES\tUPDATED\tDESCRIPTION")
-			for _, p := range ps {
-				kinds := ""
-				for i, s := range p.Stages {
-					if i > 0 {
-						kinds += " → "
-					}
-					kinds += s.Processor
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				ps, err := env.Store.ListPipelines(ctx)
+				if err != nil {
+					return err
 				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Name, p.Version, kinds, shortTime(p.UpdatedAt), p.Description)
-			}
-			return tw.Flush()
+				if asJSON {
+					return writeJSON(g.stdout, map[string]any{"pipelines": ps})
+				}
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "NAME\tVERSION\tSTAGES\tUPDATED\tDESCRIPTION")
+				for _, p := range ps {
+					kinds := ""
+					for i, s := range p.Stages {
+						if i > 0 {
+							kinds += " → "
+						}
+						kinds += s.Processor
+					}
+					fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", p.Name, p.Version, kinds, shortTime(p.UpdatedAt), p.Description)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -83,61 +83,58 @@ them a whole retry budget again.`,
 			if limit <= 0 || limit > 100000 {
 				return usagef("--limit: must be between 1 and 100000")
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			page, err := env.Store.ListItems(ctx, &engine.ListItemsParams{Statuses: []engine.ItemStatus{engine.ItemError}, Limit: limit})
-			if err != nil {
-				return err
-			}
-			if replay {
-				byJob := map[int64][]int64{}
-				for _, it := range page.Items {
-					byJob[it.JobID] = append(byJob[it.JobID], it.ID)
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				page, err := env.Store.ListItems(ctx, &engine.ListItemsParams{Statuses: []engine.ItemStatus{engine.ItemError}, Limit: limit})
+				if err != nil {
+					return err
 				}
-				var n int64
-				for job, ids := range byJob {
-					m, err := env.Store.ReprocessItems(ctx, &engine.ReprocessParams{JobID: job, ItemIDs: ids, ResetAttempts: reset, Now: time.Now()})
-					if err != nil {
-						return fmt.Errorf("job %d: %w", job, err)
+				if replay {
+					byJob := map[int64][]int64{}
+					for _, it := range page.Items {
+						byJob[it.JobID] = append(byJob[it.JobID], it.ID)
 					}
-					n += m
+					var n int64
+					for job, ids := range byJob {
+						m, err := env.Store.ReprocessItems(ctx, &engine.ReprocessParams{JobID: job, ItemIDs: ids, ResetAttempts: reset, Now: time.Now()})
+						if err != nil {
+							return fmt.Errorf("job %d: %w", job, err)
+						}
+						n += m
+					}
+					auditCLI(ctx, env, "dead.replay", fmt.Sprintf("%d jobs", len(byJob)), fmt.Sprintf("%d items", n))
+					if asJSON {
+						return writeJSONCompact(g.stdout, map[string]any{"replayed": n, "jobs": len(byJob), "more": page.Next != nil})
+					}
+					fmt.Fprintf(g.stdout, "%d items of %d jobs back in the queue\n", n, len(byJob))
+					if page.Next != nil {
+						fmt.Fprintf(g.stdout, "more remain: run it again (or raise --limit)\n")
+					}
+					return nil
 				}
-				auditCLI(ctx, env, "dead.replay", fmt.Sprintf("%d jobs", len(byJob)), fmt.Sprintf("%d items", n))
 				if asJSON {
-					return writeJSONCompact(g.stdout, map[string]any{"replayed": n, "jobs": len(byJob), "more": page.Next != nil})
+					items := make([]itemOut, 0, len(page.Items))
+					for _, it := range page.Items {
+						items = append(items, toItemOut(it))
+					}
+					return writeJSON(g.stdout, map[string]any{"items": items, "more": page.Next != nil})
 				}
-				fmt.Fprintf(g.stdout, "%d items of %d jobs back in the queue\n", n, len(byJob))
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "JOB\tITEM\tSEQ\tATTEMPTS\tCLASS\tUPDATED\tERROR")
+				for _, it := range page.Items {
+					e := it.LastError
+					if len(e) > 80 {
+						e = e[:77] + "..."
+					}
+					fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", it.JobID, it.ID, it.Seq, it.Attempts, it.LastErrorCode, shortTime(it.UpdatedAt), e)
+				}
+				if err := tw.Flush(); err != nil {
+					return err
+				}
 				if page.Next != nil {
-					fmt.Fprintf(g.stdout, "more remain: run it again (or raise --limit)\n")
+					fmt.Fprintf(g.stdout, "(more: raise --limit, or use sluice items JOB_ID --status ERROR)\n")
 				}
 				return nil
-			}
-			if asJSON {
-				items := make([]itemOut, 0, len(page.Items))
-				for _, it := range page.Items {
-					items = append(items, toItemOut(it))
-				}
-				return writeJSON(g.stdout, map[string]any{"items": items, "more": page.Next != nil})
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "JOB\tITEM\tSEQ\tATTEMPTS\tCLASS\tUPDATED\tERROR")
-			for _, it := range page.Items {
-				e := it.LastError
-				if len(e) > 80 {
-					e = e[:77] + "..."
-				}
-				fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%s\t%s\t%s\n", it.JobID, it.ID, it.Seq, it.Attempts, it.LastErrorCode, shortTime(it.UpdatedAt), e)
-			}
-			if err := tw.Flush(); err != nil {
-				return err
-			}
-			if page.Next != nil {
-				fmt.Fprintf(g.stdout, "(more: raise --limit, or use sluice items JOB_ID --status ERROR)\n")
-			}
-			return nil
+			})
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 200, "at most this many items")

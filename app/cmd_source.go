@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -24,48 +25,45 @@ and how many files it ingested or could not ingest. Sources run inside
 'sluice --serve' and 'sluice worker'; add them with 'sluice source add'.`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			srcs, err := env.Store.ListSources(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if srcs == nil {
-					srcs = []*engine.SourceRecord{}
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				srcs, err := env.Store.ListSources(ctx)
+				if err != nil {
+					return err
 				}
-				return writeJSON(g.stdout, srcs)
-			}
-			if len(srcs) == 0 {
-				fmt.Fprintln(g.stdout, "no sources (add one with: sluice source add folder NAME --path DIR --pipeline P)")
-				return nil
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "NAME\tKIND\tWHERE\tPIPELINE\tAFTER\tPOLL\tINGESTED\tFAILED\tLAST POLL\tLAST ERROR")
-			for _, s := range srcs {
-				where, last := "", "-"
-				if s.Kind == engine.SourceFolder {
-					if c, err := folder.ParseConfig(s.Config); err == nil {
-						where = c.Path
-						if c.Recursive {
-							where += " (recursive)"
+				if asJSON {
+					if srcs == nil {
+						srcs = []*engine.SourceRecord{}
+					}
+					return writeJSON(g.stdout, srcs)
+				}
+				if len(srcs) == 0 {
+					fmt.Fprintln(g.stdout, "no sources (add one with: sluice source add folder NAME --path DIR --pipeline P)")
+					return nil
+				}
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "NAME\tKIND\tWHERE\tPIPELINE\tAFTER\tPOLL\tINGESTED\tFAILED\tLAST POLL\tLAST ERROR")
+				for _, s := range srcs {
+					where, last := "", "-"
+					if s.Kind == engine.SourceFolder {
+						if c, err := folder.ParseConfig(s.Config); err == nil {
+							where = c.Path
+							if c.Recursive {
+								where += " (recursive)"
+							}
 						}
 					}
+					if s.LastPollAt != nil {
+						last = shortTime(*s.LastPollAt)
+					}
+					name := s.Name
+					if !s.Enabled {
+						name += " (disabled)"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", name, s.Kind, where, s.Pipeline, s.After,
+						s.Poll, s.Ingested, s.Failed, last, oneLine(s.LastError))
 				}
-				if s.LastPollAt != nil {
-					last = shortTime(*s.LastPollAt)
-				}
-				name := s.Name
-				if !s.Enabled {
-					name += " (disabled)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", name, s.Kind, where, s.Pipeline, s.After,
-					s.Poll, s.Ingested, s.Failed, last, oneLine(s.LastError))
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -146,23 +144,20 @@ once, now.`,
 			if err != nil {
 				return err
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			if _, err := env.Store.GetPipeline(ctx, pipeline); engine.IsNotFound(err) {
-				return usagef("--pipeline: %q does not exist (see 'sluice pipelines')", pipeline)
-			} else if err != nil {
-				return err
-			}
-			src, err := env.Store.CreateSource(ctx, &engine.SourceRecord{Name: args[1], Kind: engine.SourceFolder, Config: raw,
-				Pipeline: pipeline, After: act, Poll: poll, Enabled: true}, time.Now())
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "source %s added: %s → pipeline %s (after: %s, rescan every %s)\n", src.Name, abs, src.Pipeline, src.After, src.Poll)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				if _, err := env.Store.GetPipeline(ctx, pipeline); engine.IsNotFound(err) {
+					return usagef("--pipeline: %q does not exist (see 'sluice pipelines')", pipeline)
+				} else if err != nil {
+					return err
+				}
+				src, err := env.Store.CreateSource(ctx, &engine.SourceRecord{Name: args[1], Kind: engine.SourceFolder, Config: raw,
+					Pipeline: pipeline, After: act, Poll: poll, Enabled: true}, time.Now())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "source %s added: %s → pipeline %s (after: %s, rescan every %s)\n", src.Name, abs, src.Pipeline, src.After, src.Poll)
+				return nil
+			})
 		},
 	}
 	f := cmd.Flags()
@@ -183,16 +178,13 @@ func newSourceRmCmd(g *globals) *cobra.Command {
 		Short: "Remove a source and its ledger (its jobs are kept; its folder is not touched)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			if err := env.Store.DeleteSource(ctx, args[0]); err != nil {
-				return err
-			}
-			fmt.Fprintf(g.stdout, "source %s removed\n", args[0])
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				if err := env.Store.DeleteSource(ctx, args[0]); err != nil {
+					return err
+				}
+				fmt.Fprintf(g.stdout, "source %s removed\n", args[0])
+				return nil
+			})
 		},
 	}
 }
@@ -204,24 +196,21 @@ func newSourceScanCmd(g *globals) *cobra.Command {
 		Short: "Look at a source now and ingest every stable file (also while servers watch it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			ing, err := env.Ingester()
-			if err != nil {
-				return err
-			}
-			res, err := env.scanSource(ctx, ing, args[0])
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, res)
-			}
-			fmt.Fprintf(g.stdout, "source %s: %d files seen, %d ingested, %d failed\n", args[0], res.Seen, res.Ingested, res.Failed)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				ing, err := env.Ingester()
+				if err != nil {
+					return err
+				}
+				res, err := env.scanSource(ctx, ing, args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, res)
+				}
+				fmt.Fprintf(g.stdout, "source %s: %d files seen, %d ingested, %d failed\n", args[0], res.Seen, res.Ingested, res.Failed)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -74,36 +74,33 @@ ingest batch rows), summarized per line; --json prints the answer as is.`,
 			if series {
 				return usagef("--series needs --url (the series live in the server's memory)")
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			now := time.Now()
-			q, err := env.Store.QueueSummary(ctx, now)
-			if err != nil {
-				return err
-			}
-			rates, err := env.Store.LoadHostRates(ctx)
-			if err != nil {
-				return err
-			}
-			out := statsLocalOut{At: now, Queue: q, HostRates: append([]engine.HostRate{}, rates...)}
-			if asJSON {
-				return writeJSON(g.stdout, out)
-			}
-			printQueue(g.stdout, q)
-			fmt.Fprintln(g.stdout)
-			if len(rates) == 0 {
-				fmt.Fprintln(g.stdout, "no learned host rates")
-				return nil
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "HOST\tRATE\tCEILING\tCONCURRENCY\tSAVED")
-			for _, r := range rates {
-				fmt.Fprintf(tw, "%s\t%.1f\t%s\t%d\t%s\n", r.Host, r.Rate, ceilingText(r.Ceiling), r.Concurrency, shortTime(r.UpdatedAt))
-			}
-			return tw.Flush()
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				now := time.Now()
+				q, err := env.Store.QueueSummary(ctx, now)
+				if err != nil {
+					return err
+				}
+				rates, err := env.Store.LoadHostRates(ctx)
+				if err != nil {
+					return err
+				}
+				out := statsLocalOut{At: now, Queue: q, HostRates: append([]engine.HostRate{}, rates...)}
+				if asJSON {
+					return writeJSON(g.stdout, out)
+				}
+				printQueue(g.stdout, q)
+				fmt.Fprintln(g.stdout)
+				if len(rates) == 0 {
+					fmt.Fprintln(g.stdout, "no learned host rates")
+					return nil
+				}
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "HOST\tRATE\tCEILING\tCONCURRENCY\tSAVED")
+				for _, r := range rates {
+					fmt.Fprintf(tw, "%s\t%.1f\t%s\t%d\t%s\n", r.Host, r.Rate, ceilingText(r.Ceiling), r.Concurrency, shortTime(r.UpdatedAt))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	f := cmd.Flags()

@@ -66,21 +66,18 @@ password, for signing in from a browser (at least 8 characters).`,
 					return err
 				}
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			u, token, err := api.CreateUser(ctx, env.Store, args[0], admin, pw, time.Now())
-			if err != nil {
-				return err
-			}
-			auditCLI(ctx, env, "user.create", "user "+u.Name, u.Role)
-			if asJSON {
-				return writeJSONCompact(g.stdout, map[string]any{"user": u, "token": token})
-			}
-			fmt.Fprintf(g.stdout, "user %s (%s, id %d) created\napi token (shown once): %s\n", u.Name, u.Role, u.ID, token)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				u, token, err := api.CreateUser(ctx, env.Store, args[0], admin, pw, time.Now())
+				if err != nil {
+					return err
+				}
+				auditCLI(ctx, env, "user.create", "user "+u.Name, u.Role)
+				if asJSON {
+					return writeJSONCompact(g.stdout, map[string]any{"user": u, "token": token})
+				}
+				fmt.Fprintf(g.stdout, "user %s (%s, id %d) created\napi token (shown once): %s\n", u.Name, u.Role, u.ID, token)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&admin, "admin", false, "the account is an admin (sees and manages everything)")
@@ -96,24 +93,21 @@ func newUserListCmd(g *globals) *cobra.Command {
 		Short: "List accounts",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			users, err := env.Store.ListUsers(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, users)
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "ID\tNAME\tROLE\tPASSWORD\tCREATED")
-			for _, u := range users {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%s\n", u.ID, u.Name, u.Role, u.HasPassword, shortTime(u.CreatedAt))
-			}
-			return tw.Flush()
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				users, err := env.Store.ListUsers(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, users)
+				}
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "ID\tNAME\tROLE\tPASSWORD\tCREATED")
+				for _, u := range users {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%v\t%s\n", u.ID, u.Name, u.Role, u.HasPassword, shortTime(u.CreatedAt))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -138,21 +132,18 @@ func newUserPasswdCmd(g *globals) *cobra.Command {
 					return err
 				}
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			u, err := env.Store.GetUserByName(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			if err := env.Store.SetPassword(ctx, &engine.SetPasswordParams{UserID: u.ID, PasswordHash: hash}); err != nil {
-				return err
-			}
-			auditCLI(ctx, env, "user.password", "user "+u.Name, map[bool]string{true: "removed", false: "set"}[clear])
-			fmt.Fprintf(g.stdout, "password of %s %s\n", u.Name, map[bool]string{true: "removed", false: "set"}[clear])
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				u, err := env.Store.GetUserByName(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if err := env.Store.SetPassword(ctx, &engine.SetPasswordParams{UserID: u.ID, PasswordHash: hash}); err != nil {
+					return err
+				}
+				auditCLI(ctx, env, "user.password", "user "+u.Name, map[bool]string{true: "removed", false: "set"}[clear])
+				fmt.Fprintf(g.stdout, "password of %s %s\n", u.Name, map[bool]string{true: "removed", false: "set"}[clear])
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove the password instead (no browser sign-in)")
@@ -167,25 +158,22 @@ func newUserTokenCmd(g *globals) *cobra.Command {
 		Short: "Create another API token for an account",
 		Args:  exactArgs(1, "one account NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			u, err := env.Store.GetUserByName(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			tok, secret, err := api.CreateAPIToken(ctx, env.Store, u.ID, name, time.Now())
-			if err != nil {
-				return err
-			}
-			auditCLI(ctx, env, "token.create", fmt.Sprintf("token %d", tok.ID), name)
-			if asJSON {
-				return writeJSONCompact(g.stdout, map[string]any{"user": u.Name, "tokenId": tok.ID, "token": secret})
-			}
-			fmt.Fprintf(g.stdout, "token %d for %s (shown once): %s\n", tok.ID, u.Name, secret)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				u, err := env.Store.GetUserByName(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				tok, secret, err := api.CreateAPIToken(ctx, env.Store, u.ID, name, time.Now())
+				if err != nil {
+					return err
+				}
+				auditCLI(ctx, env, "token.create", fmt.Sprintf("token %d", tok.ID), name)
+				if asJSON {
+					return writeJSONCompact(g.stdout, map[string]any{"user": u.Name, "tokenId": tok.ID, "token": secret})
+				}
+				fmt.Fprintf(g.stdout, "token %d for %s (shown once): %s\n", tok.ID, u.Name, secret)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "created with sluice user token", "what the token is for")
@@ -200,36 +188,33 @@ func newUserTokensCmd(g *globals) *cobra.Command {
 		Short: "List API tokens (of one account, or all); never their secrets",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			p := &engine.ListTokensParams{Kind: engine.TokenAPI}
-			if len(args) == 1 {
-				u, err := env.Store.GetUserByName(ctx, args[0])
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				p := &engine.ListTokensParams{Kind: engine.TokenAPI}
+				if len(args) == 1 {
+					u, err := env.Store.GetUserByName(ctx, args[0])
+					if err != nil {
+						return err
+					}
+					p.UserID = u.ID
+				}
+				toks, err := env.Store.ListTokens(ctx, p)
 				if err != nil {
 					return err
 				}
-				p.UserID = u.ID
-			}
-			toks, err := env.Store.ListTokens(ctx, p)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, toks)
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "ID\tUSER\tNAME\tCREATED\tLAST USED")
-			for _, t := range toks {
-				used := "-"
-				if t.LastUsedAt != nil {
-					used = shortTime(*t.LastUsedAt)
+				if asJSON {
+					return writeJSON(g.stdout, toks)
 				}
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\n", t.ID, t.UserID, t.Name, shortTime(t.CreatedAt), used)
-			}
-			return tw.Flush()
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "ID\tUSER\tNAME\tCREATED\tLAST USED")
+				for _, t := range toks {
+					used := "-"
+					if t.LastUsedAt != nil {
+						used = shortTime(*t.LastUsedAt)
+					}
+					fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\n", t.ID, t.UserID, t.Name, shortTime(t.CreatedAt), used)
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
@@ -246,17 +231,14 @@ func newUserRevokeCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			if err := env.Store.DeleteToken(ctx, &engine.DeleteTokenParams{ID: id}); err != nil {
-				return err
-			}
-			auditCLI(ctx, env, "token.revoke", fmt.Sprintf("token %d", id), "")
-			fmt.Fprintf(g.stdout, "token %d revoked\n", id)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				if err := env.Store.DeleteToken(ctx, &engine.DeleteTokenParams{ID: id}); err != nil {
+					return err
+				}
+				auditCLI(ctx, env, "token.revoke", fmt.Sprintf("token %d", id), "")
+				fmt.Fprintf(g.stdout, "token %d revoked\n", id)
+				return nil
+			})
 		},
 	}
 }
@@ -272,22 +254,19 @@ func newUserSignInCmd(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			u, err := env.Store.GetUserByName(ctx, name)
-			if err != nil {
-				return err
-			}
-			link, err := api.CreateSignInLink(ctx, env.Store, u.ID, strings.TrimRight(base, "/"), time.Now())
-			if err != nil {
-				return err
-			}
-			auditCLI(ctx, env, "signin.link", "user "+u.Name, "")
-			fmt.Fprintf(g.stdout, "%s\n(works once, for %s)\n", link, api.SignInLinkTTL)
-			return nil
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				u, err := env.Store.GetUserByName(ctx, name)
+				if err != nil {
+					return err
+				}
+				link, err := api.CreateSignInLink(ctx, env.Store, u.ID, strings.TrimRight(base, "/"), time.Now())
+				if err != nil {
+					return err
+				}
+				auditCLI(ctx, env, "signin.link", "user "+u.Name, "")
+				fmt.Fprintf(g.stdout, "%s\n(works once, for %s)\n", link, api.SignInLinkTTL)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().StringVar(&base, "url", "http://"+envOr("SLUICE_ADDR", "127.0.0.1:8080"), "the server's address as a browser reaches it")
@@ -313,27 +292,24 @@ func newAuditCmd(g *globals) *cobra.Command {
 		Short: "Show who did what, from where (newest first)",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			list, err := env.Store.ListAudit(ctx, &engine.ListAuditParams{Before: before, Limit: limit})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, list)
-			}
-			tw := table(g.stdout)
-			fmt.Fprintln(tw, "ID\tAT\tUSER\tACTION\tOBJECT\tFROM\tDETAIL")
-			for _, e := range list {
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, shortTime(e.At), e.UserName, e.Action, e.Object, e.IP, e.Detail)
-			}
-			if len(list) == limit {
-				fmt.Fprintf(tw, "(more: --before %s)\n", strconv.FormatInt(list[len(list)-1].ID, 10))
-			}
-			return tw.Flush()
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				list, err := env.Store.ListAudit(ctx, &engine.ListAuditParams{Before: before, Limit: limit})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, list)
+				}
+				tw := table(g.stdout)
+				fmt.Fprintln(tw, "ID\tAT\tUSER\tACTION\tOBJECT\tFROM\tDETAIL")
+				for _, e := range list {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, shortTime(e.At), e.UserName, e.Action, e.Object, e.IP, e.Detail)
+				}
+				if len(list) == limit {
+					fmt.Fprintf(tw, "(more: --before %s)\n", strconv.FormatInt(list[len(list)-1].ID, 10))
+				}
+				return tw.Flush()
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -26,43 +27,40 @@ With --drain the worker exits once no item is PROCESSING and none is PENDING
 				return usagef("--concurrency: must be ≥ 1")
 			}
 			g.defaultLevel = "info"
-			ctx, env, err := g.env(cmd)
-			if err != nil {
-				return err
-			}
-			defer env.Close()
-			defer env.keepHostRates(ctx)()
-			r, err := env.Runner(concurrency, drain, nil)
-			if err != nil {
-				return err
-			}
-			if ing, err := env.Ingester(); err == nil && !drain {
-				defer env.runSources(ctx, ing)() // watched folders: files dropped become jobs
-			}
-			env.Log.Info("worker started", "worker_id", r.WorkerID(), "data", env.Data, "drain", drain)
-			sum, err := r.Run(ctx)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(g.stdout, sum)
-			}
-			fmt.Fprintf(g.stdout, "worker %s: %d items completed in %s (%.0f items/s while busy)", sum.WorkerID,
-				sum.Completed, sum.Elapsed.Round(time.Millisecond), sum.ItemsPerSec)
-			for _, st := range []string{"DONE", "ERROR", "NOT_FOUND", "SKIPPED", "PENDING"} {
-				if n := sum.ByStatus[st]; n > 0 {
-					label := st
-					if st == "PENDING" {
-						label = "retry scheduled"
-					}
-					fmt.Fprintf(g.stdout, ", %s %d", label, n)
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				defer env.keepHostRates(ctx)()
+				r, err := env.Runner(concurrency, drain, nil)
+				if err != nil {
+					return err
 				}
-			}
-			if sum.Stale > 0 {
-				fmt.Fprintf(g.stdout, ", %d outcomes dropped (lease lost)", sum.Stale)
-			}
-			fmt.Fprintln(g.stdout)
-			return nil
+				if ing, err := env.Ingester(); err == nil && !drain {
+					defer env.runSources(ctx, ing)() // watched folders: files dropped become jobs
+				}
+				env.Log.Info("worker started", "worker_id", r.WorkerID(), "data", env.Data, "drain", drain)
+				sum, err := r.Run(ctx)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(g.stdout, sum)
+				}
+				fmt.Fprintf(g.stdout, "worker %s: %d items completed in %s (%.0f items/s while busy)", sum.WorkerID,
+					sum.Completed, sum.Elapsed.Round(time.Millisecond), sum.ItemsPerSec)
+				for _, st := range []string{"DONE", "ERROR", "NOT_FOUND", "SKIPPED", "PENDING"} {
+					if n := sum.ByStatus[st]; n > 0 {
+						label := st
+						if st == "PENDING" {
+							label = "retry scheduled"
+						}
+						fmt.Fprintf(g.stdout, ", %s %d", label, n)
+					}
+				}
+				if sum.Stale > 0 {
+					fmt.Fprintf(g.stdout, ", %d outcomes dropped (lease lost)", sum.Stale)
+				}
+				fmt.Fprintln(g.stdout)
+				return nil
+			})
 		},
 	}
 	cmd.Flags().BoolVar(&drain, "drain", false, "exit once nothing is left to do")

@@ -223,19 +223,23 @@ func (g *globals) env(cmd interface{ Context() context.Context }) (context.Conte
 	return ctx, env, err
 }
 
-// withJob parses a JOB_ID argument, opens the data directory, calls fn and
-// closes it again.
-func (g *globals) withJob(cmd interface{ Context() context.Context }, arg string, fn func(ctx context.Context, env *Env, id int64) error) error {
-	id, err := parseID(arg, "job ID")
-	if err != nil {
-		return err
-	}
+// withEnv opens the data directory, calls fn and closes it again.
+func (g *globals) withEnv(cmd interface{ Context() context.Context }, fn func(ctx context.Context, env *Env) error) error {
 	ctx, env, err := g.env(cmd)
 	if err != nil {
 		return err
 	}
 	defer env.Close()
-	return fn(ctx, env, id)
+	return fn(ctx, env)
+}
+
+// withJob parses a JOB_ID argument, then runs fn as withEnv does.
+func (g *globals) withJob(cmd interface{ Context() context.Context }, arg string, fn func(ctx context.Context, env *Env, id int64) error) error {
+	id, err := parseID(arg, "job ID")
+	if err != nil {
+		return err
+	}
+	return g.withEnv(cmd, func(ctx context.Context, env *Env) error { return fn(ctx, env, id) })
 }
 
 // Close closes the store.
