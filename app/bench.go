@@ -421,20 +421,8 @@ func runMeasured(cmd *exec.Cmd) (float64, error) {
 	if err := cmd.Start(); err != nil {
 		return 0, err
 	}
-	status := fmt.Sprintf("/proc/%d/status", cmd.Process.Pid)
 	var peakKB int64
-	sample := func() {
-		raw, err := os.ReadFile(status)
-		if err != nil {
-			return
-		}
-		for _, line := range strings.Split(string(raw), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-				peakKB = max(peakKB, kb)
-			}
-		}
-	}
+	sample := func() { peakKB = max(peakKB, vmHWMKB(cmd.Process.Pid)) }
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	tick := time.NewTicker(5 * time.Millisecond)
@@ -447,6 +435,22 @@ func runMeasured(cmd *exec.Cmd) (float64, error) {
 		case <-tick.C:
 		}
 	}
+}
+
+// vmHWMKB returns the high-water mark of a process's resident memory in
+// KiB (VmHWM of /proc/PID/status), or 0 where it cannot be read.
+func vmHWMKB(pid int) int64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 // cpuSeconds is the user and system CPU time of a finished child.

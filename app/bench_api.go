@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,14 +76,7 @@ func (b *bench) startServe(ctx context.Context, data string) (*serveChild, error
 // read before it exits (a child's ru_maxrss carries this process's
 // high-water mark; see runMeasured).
 func (c *serveChild) stop() float64 {
-	var peakKB int64
-	if raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid)); err == nil {
-		for _, line := range strings.Split(string(raw), "\n") {
-			if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				peakKB, _ = strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
-			}
-		}
-	}
+	peakKB := vmHWMKB(c.cmd.Process.Pid)
 	_ = c.cmd.Process.Signal(syscall.SIGTERM)
 	_ = c.cmd.Wait()
 	return float64(peakKB) / 1024
