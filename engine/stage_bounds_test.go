@@ -48,11 +48,22 @@ func (p *tallyProc) Process(ctx context.Context, t *engine.Task) (json.RawMessag
 // A stage with maxConcurrency 1 never has more than one item in process in
 // a runner of 4 workers, while the other workers keep the fast stage 0
 // flowing, also for a job submitted while the slow stage has a backlog.
-// Without the bound the slow stage takes several workers at once.
+// A share of a quarter of 4 workers bounds it the same way. Without a bound
+// the slow stage takes several workers at once.
 func TestRunnerStageMaxConcurrency(t *testing.T) {
 	t.Parallel()
-	for _, bound := range []int{1, 0} {
-		t.Run(map[int]string{1: "bounded", 0: "unbounded"}[bound], func(t *testing.T) {
+	cases := []struct {
+		name  string
+		stage engine.Stage
+		bound int // the limit in force for stage 1; 0 = none
+	}{
+		{"bounded", engine.Stage{Processor: "slow1", MaxConcurrency: 1}, 1},
+		{"share", engine.Stage{Processor: "slow1", Share: 0.25}, 1}, // a quarter of 4 workers
+		{"unbounded", engine.Stage{Processor: "slow1"}, 0},
+	}
+	for _, tc := range cases {
+		bound := tc.bound
+		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStore(t)
 			w := watch(s)
@@ -65,7 +76,7 @@ func TestRunnerStageMaxConcurrency(t *testing.T) {
 				return &tallyProc{tally: tally, stage: 1, delay: 15 * time.Millisecond}, nil
 			})
 			p := &engine.Pipeline{Name: "two", Stages: []engine.Stage{
-				{Processor: "tally0"}, {Processor: "slow1", MaxConcurrency: bound}}}
+				{Processor: "tally0"}, tc.stage}}
 			require.NoError(t, p.Validate(reg))
 			_, err := s.PutPipeline(t.Context(), &engine.PutPipelineParams{Pipeline: p, Now: time.Now()})
 			require.NoError(t, err)
