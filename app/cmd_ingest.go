@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/tabular"
@@ -54,16 +53,9 @@ With --wait, workers run in this process until these jobs finish.`,
 				return usagef("--encoding: %v", err)
 			}
 			opts := tabular.Options{Encoding: encoding}
-			switch delimiter {
-			case "":
-			case "tab", `\t`:
-				opts.Delimiter = '\t'
-			default:
-				r, size := utf8.DecodeRuneInString(delimiter)
-				if size != len(delimiter) || r == '"' || r == '\n' || r == '\r' {
-					return usagef("--delimiter: %q is not a single character (use tab for a tab)", delimiter)
-				}
-				opts.Delimiter = r
+			var err error
+			if opts.Delimiter, err = tabular.ParseDelimiter(delimiter); err != nil {
+				return usagef("--delimiter: %v", err)
 			}
 			files, images, err := splitInputs(args)
 			if err != nil {

@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/tabular"
@@ -162,17 +161,11 @@ func (f *uploadForm) set(field, v string) error {
 		}
 		f.csv.Encoding = v
 	case "delimiter":
-		switch v {
-		case "":
-		case "tab", `\t`:
-			f.csv.Delimiter = '\t'
-		default:
-			r, size := utf8.DecodeRuneInString(v)
-			if size != len(v) || r == '"' || r == '\n' || r == '\r' {
-				return engine.Errorf(engine.EINVALID, "delimiter: %q is not a single character (use tab for a tab)", v)
-			}
-			f.csv.Delimiter = r
+		d, err := tabular.ParseDelimiter(v)
+		if err != nil {
+			return engine.Errorf(engine.EINVALID, "delimiter: %v", err)
 		}
+		f.csv.Delimiter = d
 	default:
 		return engine.Errorf(engine.EINVALID, "unknown form field %q (fields: file, pipeline, name, sheet, priority, encoding, delimiter)", field)
 	}

@@ -3,6 +3,7 @@ package tabular
 import (
 	"bytes"
 	"fmt"
+	"unicode/utf8"
 )
 
 // delimiterCandidates are the delimiters sniffing chooses among, in order of
@@ -136,4 +137,21 @@ func excelSepLine(sample []byte, eol byte) (byte, bool) {
 		return 0, false
 	}
 	return d, true
+}
+
+// ParseDelimiter reads a delimiter as people write it: "" (detect), "tab"
+// or `\t`, or one character other than a quote or a line break. It returns
+// 0 for "detect".
+func ParseDelimiter(s string) (rune, error) {
+	switch s {
+	case "":
+		return 0, nil
+	case "tab", `\t`:
+		return '\t', nil
+	}
+	r, size := utf8.DecodeRuneInString(s)
+	if size != len(s) || r == '"' || r == '\n' || r == '\r' {
+		return 0, fmt.Errorf("%q is not a single character (use tab for a tab)", s)
+	}
+	return r, nil
 }

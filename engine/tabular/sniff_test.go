@@ -115,3 +115,17 @@ func TestCheckDelimiter(t *testing.T) {
 		require.Error(t, err, "%q", bad)
 	}
 }
+
+func TestParseDelimiter(t *testing.T) {
+	for in, want := range map[string]rune{"": 0, "tab": '\t', `\t`: '\t', ";": ';', "|": '|', "§": '§'} {
+		got, err := ParseDelimiter(in)
+		if err != nil || got != want {
+			t.Fatalf("ParseDelimiter(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"ab", `"`, "\n", "\r"} {
+		if _, err := ParseDelimiter(bad); err == nil {
+			t.Fatalf("ParseDelimiter(%q): no error", bad)
+		}
+	}
+}
