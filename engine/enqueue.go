@@ -30,7 +30,7 @@ const MaxEnqueueRows = 10000
 // workers of this process.
 func (g *Ingester) Enqueue(ctx context.Context, req EnqueueRequest) (*Job, error) {
 	if len(req.Rows) > MaxEnqueueRows {
-		return nil, Errorf(EINVALID, "items: at most %d rows per request (got %d); upload a file instead", MaxEnqueueRows, len(req.Rows))
+		return nil, FieldErrorf("items", "at most %d rows per request (got %d); upload a file instead", MaxEnqueueRows, len(req.Rows))
 	}
 	pl, err := g.resolve(ctx, &req.UserID, &req.Pipeline)
 	if err != nil {
@@ -40,7 +40,7 @@ func (g *Ingester) Enqueue(ctx context.Context, req EnqueueRequest) (*Job, error
 	for i, row := range req.Rows {
 		norm, err := NormalizeObject(row)
 		if err != nil {
-			return nil, Errorf(EINVALID, "items[%d]: %v", i, err)
+			return nil, FieldErrorf(fmt.Sprintf("items[%d]", i), "%v", err)
 		}
 		items[i] = NewItem{Seq: int64(i + 1), Input: row, Normalized: norm, Status: ItemPending}
 	}

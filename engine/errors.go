@@ -24,6 +24,9 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// Field names the input field an EINVALID error is about, as a path
+	// ("stages[0].config.url"), or is empty. The message starts with it.
+	Field string
 }
 
 // Error implements error.
@@ -32,6 +35,37 @@ func (e *Error) Error() string { return e.Message }
 // Errorf returns an *Error with the given code.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// FieldErrorf returns an EINVALID *Error about one input field: its
+// message is the field, a colon and the formatted text.
+func FieldErrorf(field, format string, args ...any) *Error {
+	return &Error{Code: EINVALID, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// InField places an EINVALID error found inside a part of the input under
+// that part's field: "url: required" inside "stages[0].config" becomes
+// "stages[0].config: url: required" with Field "stages[0].config.url".
+// Other errors are returned wrapped with the field as context.
+func InField(field string, err error) error {
+	var e *Error
+	if !errors.As(err, &e) || e.Code != EINVALID {
+		return fmt.Errorf("%s: %w", field, err)
+	}
+	path := field
+	if e.Field != "" {
+		path += "." + e.Field
+	}
+	return &Error{Code: EINVALID, Field: path, Message: field + ": " + e.Message}
+}
+
+// ErrorField returns the Field of the first *Error in err's chain, or "".
+func ErrorField(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Field
+	}
+	return ""
 }
 
 // ErrorCode returns the code of the first *Error in err's chain, EINTERNAL

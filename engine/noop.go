@@ -35,8 +35,13 @@ func NewNoop(config json.RawMessage) (Processor, error) {
 			return nil, Errorf(EINVALID, "noop: %v", err)
 		}
 	}
-	if cfg.DelayMs < 0 || cfg.FailEvery < 0 || cfg.NotFoundEvery < 0 || cfg.PermanentEvery < 0 {
-		return nil, Errorf(EINVALID, "noop: delayMs and the *Every settings must not be negative")
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"delayMs", cfg.DelayMs}, {"failEvery", float64(cfg.FailEvery)}, {"notFoundEvery", float64(cfg.NotFoundEvery)}, {"permanentEvery", float64(cfg.PermanentEvery)}} {
+		if f.v < 0 {
+			return nil, FieldErrorf(f.name, "must not be negative")
+		}
 	}
 	return &noop{cfg: cfg}, nil
 }

@@ -53,8 +53,18 @@ func TestNoopConfigErrors(t *testing.T) {
 		_, err := engine.NewNoop(json.RawMessage(cfg))
 		require.Error(t, err, cfg)
 		require.Equal(t, engine.EINVALID, engine.ErrorCode(err), cfg)
-		require.Contains(t, engine.ErrorMessage(err), "noop:", cfg)
 	}
+	// A wrong setting is named as a field, under the stage's config.
+	_, err := engine.NewNoop(json.RawMessage(`{"notFoundEvery":-1}`))
+	require.Equal(t, "notFoundEvery", engine.ErrorField(err))
+	err = engine.InField("stages[2].config", err)
+	require.Equal(t, "stages[2].config.notFoundEvery", engine.ErrorField(err))
+	require.Equal(t, "stages[2].config: notFoundEvery: must not be negative", engine.ErrorMessage(err))
+	require.Equal(t, engine.EINVALID, engine.ErrorCode(err))
+	// Errors that are not about input keep their own code and gain context.
+	err = engine.InField("stages[0]", errors.New("disk full"))
+	require.Equal(t, engine.EINTERNAL, engine.ErrorCode(err))
+	require.Equal(t, "stages[0]: disk full", err.Error())
 }
 
 func TestNoopFailEveryFailsFirstAttemptOnly(t *testing.T) {

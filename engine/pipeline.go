@@ -68,27 +68,24 @@ func (p *Pipeline) RetryFor(i int) RetryPolicy {
 // EINVALID error naming the offending field.
 func (p *Pipeline) Validate(reg *Registry) error {
 	if !pipelineName.MatchString(p.Name) {
-		return Errorf(EINVALID, "name: %q is not a valid pipeline name (letters, digits, '.', '_', '-'; at most 64)", p.Name)
+		return FieldErrorf("name", "%q is not a valid pipeline name (letters, digits, '.', '_', '-'; at most 64)", p.Name)
 	}
 	if len(p.Stages) == 0 {
-		return Errorf(EINVALID, "stages: a pipeline needs at least one stage")
+		return FieldErrorf("stages", "a pipeline needs at least one stage")
 	}
 	for i, st := range p.Stages {
 		field := fmt.Sprintf("stages[%d]", i)
 		if st.Processor == "" {
-			return Errorf(EINVALID, "%s.processor: required (one of %s)", field, reg.KindList())
+			return FieldErrorf(field+".processor", "required (one of %s)", reg.KindList())
 		}
 		if _, err := reg.New(st.Processor, st.Config); err != nil {
-			if ErrorCode(err) == EINVALID {
-				return Errorf(EINVALID, "%s: %s", field, ErrorMessage(err))
-			}
-			return fmt.Errorf("%s: %w", field, err)
+			return InField(field, err)
 		}
 		if st.MaxConcurrency < 0 {
-			return Errorf(EINVALID, "%s.maxConcurrency: must be ≥ 0 (0 = no cap)", field)
+			return FieldErrorf(field+".maxConcurrency", "must be ≥ 0 (0 = no cap)")
 		}
 		if st.Share < 0 || st.Share > 1 {
-			return Errorf(EINVALID, "%s.share: must be between 0 and 1 (0 = no cap)", field)
+			return FieldErrorf(field+".share", "must be between 0 and 1 (0 = no cap)")
 		}
 		if st.Retry != nil {
 			if err := st.Retry.validate(field + ".retry"); err != nil {
@@ -97,7 +94,7 @@ func (p *Pipeline) Validate(reg *Registry) error {
 		}
 	}
 	if p.MaxRequestsPerJob < 0 {
-		return Errorf(EINVALID, "maxRequestsPerJob: must be ≥ 0 (0 = no cap)")
+		return FieldErrorf("maxRequestsPerJob", "must be ≥ 0 (0 = no cap)")
 	}
 	return p.Retry.validate("retry")
 }
@@ -105,16 +102,16 @@ func (p *Pipeline) Validate(reg *Registry) error {
 func (r RetryPolicy) validate(field string) error {
 	for name, c := range map[string]ClassPolicy{"transient": r.Transient, "rateLimited": r.RateLimited, "notFound": r.NotFound} {
 		if c.MaxAttempts < 0 {
-			return Errorf(EINVALID, "%s.%s.maxAttempts: must be ≥ 0", field, name)
+			return FieldErrorf(field+"."+name+".maxAttempts", "must be ≥ 0")
 		}
 		for i, d := range c.Delays {
 			if d < 0 {
-				return Errorf(EINVALID, "%s.%s.delays[%d]: must not be negative", field, name, i)
+				return FieldErrorf(fmt.Sprintf("%s.%s.delays[%d]", field, name, i), "must not be negative")
 			}
 		}
 	}
 	if r.Jitter != nil && (*r.Jitter < 0 || *r.Jitter > 1) {
-		return Errorf(EINVALID, "%s.jitter: must be between 0 and 1", field)
+		return FieldErrorf(field+".jitter", "must be between 0 and 1")
 	}
 	return nil
 }

@@ -69,12 +69,12 @@ func (r *Registry) New(kind string, config json.RawMessage) (Processor, error) {
 	f, ok := r.factories[kind]
 	r.mu.RUnlock()
 	if !ok {
-		return nil, Errorf(EINVALID, "processor: unknown kind %q (one of %s)", kind, r.KindList())
+		return nil, FieldErrorf("processor", "unknown kind %q (one of %s)", kind, r.KindList())
 	}
 	p, err := f(config)
 	if err != nil {
 		if ErrorCode(err) == EINVALID {
-			return nil, Errorf(EINVALID, "config: %s", ErrorMessage(err))
+			return nil, InField("config", err)
 		}
 		return nil, fmt.Errorf("build %s processor: %w", kind, err)
 	}

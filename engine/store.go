@@ -329,15 +329,15 @@ type ReapParams struct {
 // QueueSummary is what is left to do.
 type QueueSummary struct {
 	// Due is the number of PENDING items of runnable jobs with run_at ≤ now.
-	Due int64
+	Due int64 `json:"due"`
 	// Later is the number of PENDING items of runnable jobs not yet due.
-	Later int64
+	Later int64 `json:"later"`
 	// Processing is the number of PROCESSING items in any job.
-	Processing int64
+	Processing int64 `json:"processing"`
 	// Ingesting is the number of jobs still being ingested.
-	Ingesting int64
+	Ingesting int64 `json:"ingesting"`
 	// NextRunAt is the earliest run_at among the Later items.
-	NextRunAt *time.Time
+	NextRunAt *time.Time `json:"nextRunAt,omitempty"`
 }
 
 // Idle reports whether nothing is left to do or to wait for.

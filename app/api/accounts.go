@@ -121,7 +121,7 @@ func intParam(v, name string, def, lo, hi int) (int, error) {
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < lo || n > hi {
-		return 0, engine.Errorf(engine.EINVALID, "%s: %q is not a whole number from %d to %d", name, v, lo, hi)
+		return 0, engine.FieldErrorf(name, "%q is not a whole number from %d to %d", v, lo, hi)
 	}
 	return n, nil
 }

@@ -505,16 +505,29 @@ func TestMetricsAndStats(t *testing.T) {
 	}
 	resp, body = h.get("/api/stats", h.ownerTok)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, string(body), `"Due":3`)
+	require.Contains(t, string(body), `"due":3`)
 	resp, _ = h.get("/readyz", "")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 }
 
-func TestFieldOf(t *testing.T) {
-	require.Equal(t, "stages[0].processor", fieldOf("stages[0].processor: required"))
-	require.Equal(t, "stages[0].processor", fieldOf("stages[0]: processor: unknown kind \"x\""))
-	require.Equal(t, "", fieldOf("the request body is not the JSON expected: EOF"))
-	require.Equal(t, "scope", fieldOf(`scope: "all" is not "job" or "items"`))
+// TestValidationFieldIsStructured: error.field is the path the engine's
+// error carries, through nested parts of a pipeline (a processor's own
+// config field included), not a guess from the message.
+func TestValidationFieldIsStructured(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	for body, field := range map[string]string{
+		"stages:\n  - processor: noop\n    config: {delayMs: -5}\n":          "stages[0].config.delayMs",
+		"stages:\n  - processor: nosuch\n":                                   "stages[0].processor",
+		"stages:\n  - processor: noop\n    maxConcurrency: -1\n":             "stages[0].maxConcurrency",
+		"stages:\n  - processor: noop\nretry: {transient: {delays: [-1]}}\n": "retry.transient.delays[0]",
+	} {
+		resp, b := h.do(request{method: "PUT", path: "/api/pipelines/p1", token: h.adminTok, ctype: "application/yaml", body: []byte(body)})
+		require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", b)
+		e := decode[errorBody](t, b).Error
+		require.Equal(t, field, e.Field, "%s", e.Message)
+		require.True(t, strings.HasPrefix(e.Message, strings.SplitN(field, ".", 2)[0]), "%s", e.Message)
+	}
 }
 
 // TestSignInLinkUsedRedirectsBrowser: a person clicking a spent link lands

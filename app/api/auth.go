@@ -316,7 +316,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request, c *caller) 
 		return err
 	}
 	if strings.TrimSpace(in.Name) == "" {
-		return engine.Errorf(engine.EINVALID, "name: a token needs a name (what uses it)")
+		return engine.FieldErrorf("name", "a token needs a name (what uses it)")
 	}
 	tok, secret, err := CreateAPIToken(r.Context(), s.store, c.user.ID, in.Name, s.now())
 	if err != nil {
@@ -390,7 +390,7 @@ func (s *Server) listAudit(w http.ResponseWriter, r *http.Request, c *caller) er
 	}
 	if b := q.Get("before"); b != "" {
 		if p.Before, err = strconv.ParseInt(b, 10, 64); err != nil || p.Before <= 0 {
-			return engine.Errorf(engine.EINVALID, "before: %q is not an entry id", b)
+			return engine.FieldErrorf("before", "%q is not an entry id", b)
 		}
 	}
 	list, err := s.store.ListAudit(r.Context(), p)

@@ -3,7 +3,6 @@ package api
 import (
 	"errors"
 	"net/http"
-	"strings"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -54,7 +53,7 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	body.Error.Code = code
 	body.Error.Message = engine.ErrorMessage(err)
 	if code == engine.EINVALID {
-		body.Error.Field = fieldOf(body.Error.Message)
+		body.Error.Field = engine.ErrorField(err)
 	}
 	if status == http.StatusInternalServerError {
 		s.log.Error("internal error", "method", r.Method, "path", r.URL.Path, "err", err)
@@ -89,34 +88,3 @@ func (w *statusWriter) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach Flush of the real writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// fieldOf returns the field path a validation message starts with
-// ("stages[0].processor: required" → "stages[0].processor"; nested
-// prefixes join: "stages[0]: processor: unknown" → "stages[0].processor"),
-// or "".
-func fieldOf(msg string) string {
-	var path []string
-	for {
-		head, rest, ok := strings.Cut(msg, ": ")
-		if !ok || !isFieldPath(head) {
-			break
-		}
-		path = append(path, head)
-		msg = rest
-	}
-	return strings.Join(path, ".")
-}
-
-// isFieldPath reports whether s looks like a field path such as
-// stages[0].config.url.
-func isFieldPath(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._[]", r)) {
-			return false
-		}
-	}
-	return true
-}

@@ -12,7 +12,7 @@ import (
 func exportWrite(ctx context.Context, st engine.Store, jobID int64, sts []engine.ItemStatus, format string, w io.Writer) (int64, error) {
 	f, err := export.ParseFormat(format)
 	if err != nil {
-		return 0, engine.Errorf(engine.EINVALID, "format: %s", engine.ErrorMessage(err))
+		return 0, engine.FieldErrorf("format", "%s", engine.ErrorMessage(err))
 	}
 	return export.Write(ctx, st, jobID, sts, f, w)
 }

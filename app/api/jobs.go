@@ -46,7 +46,7 @@ func ownerFilter(c *caller, v string) (int64, error) {
 	}
 	id, err := strconv.ParseInt(v, 10, 64)
 	if err != nil || id <= 0 {
-		return 0, engine.Errorf(engine.EINVALID, "userId: %q is not me, all or a user id", v)
+		return 0, engine.FieldErrorf("userId", "%q is not me, all or a user id", v)
 	}
 	if id != c.user.ID && !c.user.IsAdmin() {
 		return 0, engine.Errorf(engine.EFORBIDDEN, "userId: only an admin sees another user's work")
@@ -68,14 +68,14 @@ func (s *Server) listJobs(w http.ResponseWriter, r *http.Request, c *caller) err
 		for _, v := range strings.Split(st, ",") {
 			js, err := engine.ParseJobState(strings.TrimSpace(v))
 			if err != nil {
-				return engine.Errorf(engine.EINVALID, "states: %s", engine.ErrorMessage(err))
+				return engine.FieldErrorf("states", "%s", engine.ErrorMessage(err))
 			}
 			p.States = append(p.States, js)
 		}
 	}
 	if a := q.Get("after"); a != "" {
 		if p.BeforeID, err = strconv.ParseInt(a, 10, 64); err != nil || p.BeforeID <= 0 {
-			return engine.Errorf(engine.EINVALID, "after: %q is not the cursor a previous page gave", a)
+			return engine.FieldErrorf("after", "%q is not the cursor a previous page gave", a)
 		}
 	}
 	jobs, err := s.store.ListJobs(r.Context(), p)
@@ -127,7 +127,7 @@ func (s *Server) deleteJob(w http.ResponseWriter, r *http.Request, c *caller) er
 func statusesParam(r *http.Request) ([]engine.ItemStatus, error) {
 	sts, err := engine.ParseItemStatuses(r.URL.Query().Get("statuses"))
 	if err != nil {
-		return nil, engine.Errorf(engine.EINVALID, "statuses: %s", engine.ErrorMessage(err))
+		return nil, engine.FieldErrorf("statuses", "%s", engine.ErrorMessage(err))
 	}
 	return sts, nil
 }
@@ -241,7 +241,7 @@ func (s *Server) itemPage(r *http.Request, p *engine.ListItemsParams) (*pageOut,
 	}
 	if a := q.Get("after"); a != "" {
 		if p.After, err = engine.DecodeCursor(a); err != nil {
-			return nil, engine.Errorf(engine.EINVALID, "after: %q is not a cursor a previous page gave", a)
+			return nil, engine.FieldErrorf("after", "%q is not a cursor a previous page gave", a)
 		}
 	}
 	withInput := q.Get("input") == "1" || q.Get("input") == "true"
@@ -362,26 +362,26 @@ func (s *Server) reprocess(w http.ResponseWriter, r *http.Request, c *caller) er
 	}
 	p := &engine.ReprocessParams{JobID: j.ID, ResetAttempts: in.ResetAttempts, Now: s.now()}
 	if p.Statuses, err = engine.ParseItemStatuses(strings.Join(in.Statuses, ",")); err != nil {
-		return engine.Errorf(engine.EINVALID, "statuses: %s", engine.ErrorMessage(err))
+		return engine.FieldErrorf("statuses", "%s", engine.ErrorMessage(err))
 	}
 	switch in.Scope {
 	case "job", "":
 		if len(in.ItemIDs) > 0 {
-			return engine.Errorf(engine.EINVALID, "itemIds: only with scope \"items\"")
+			return engine.FieldErrorf("itemIds", "only with scope \"items\"")
 		}
 	case "items":
 		if len(in.ItemIDs) == 0 {
-			return engine.Errorf(engine.EINVALID, "itemIds: scope \"items\" needs at least one item id")
+			return engine.FieldErrorf("itemIds", "scope \"items\" needs at least one item id")
 		}
 		for _, v := range in.ItemIDs {
 			id, err := strconv.ParseInt(v, 10, 64)
 			if err != nil || id <= 0 {
-				return engine.Errorf(engine.EINVALID, "itemIds: %q is not an item id", v)
+				return engine.FieldErrorf("itemIds", "%q is not an item id", v)
 			}
 			p.ItemIDs = append(p.ItemIDs, id)
 		}
 	default:
-		return engine.Errorf(engine.EINVALID, "scope: %q is not \"job\" or \"items\"", in.Scope)
+		return engine.FieldErrorf("scope", "%q is not \"job\" or \"items\"", in.Scope)
 	}
 	n, err := s.store.ReprocessItems(r.Context(), p)
 	if err != nil {
@@ -412,7 +412,7 @@ func (s *Server) exportJob(w http.ResponseWriter, r *http.Request, c *caller) er
 	}
 	ctype, ok := exportTypes[format]
 	if !ok {
-		return engine.Errorf(engine.EINVALID, "format: %q is not csv or xlsx", format)
+		return engine.FieldErrorf("format", "%q is not csv or xlsx", format)
 	}
 	w.Header().Set("Content-Type", ctype)
 	w.Header().Set("Content-Disposition", fmt.Sprintf(`attachment; filename="job-%d.%s"`, j.ID, format))

@@ -36,7 +36,7 @@ func (s *Server) kickoff(w http.ResponseWriter, r *http.Request, c *caller) erro
 	if v := r.URL.Query().Get("durationMs"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 100 || n > 60000 {
-			return engine.Errorf(engine.EINVALID, "durationMs: %q is not a whole number from 100 to 60000", v)
+			return engine.FieldErrorf("durationMs", "%q is not a whole number from 100 to 60000", v)
 		}
 		ms = n
 	}

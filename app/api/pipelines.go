@@ -62,7 +62,7 @@ func (s *Server) putPipeline(w http.ResponseWriter, r *http.Request, c *caller) 
 		p.Name = name
 	}
 	if p.Name != name {
-		return engine.Errorf(engine.EINVALID, "name: the body names %q but the address names %q", p.Name, name)
+		return engine.FieldErrorf("name", "the body names %q but the address names %q", p.Name, name)
 	}
 	if err := p.Validate(s.cfg.Registry); err != nil {
 		return err

@@ -65,7 +65,7 @@ func (s *Server) createJob(w http.ResponseWriter, r *http.Request, c *caller) er
 		return withStoredJobs(err, out)
 	}
 	if len(out.Jobs) == 0 {
-		return engine.Errorf(engine.EINVALID, "file: the upload holds no file")
+		return engine.FieldErrorf("file", "the upload holds no file")
 	}
 	out.JobID = out.Jobs[0].JobID
 	return writeJSON(w, http.StatusCreated, out)
@@ -109,7 +109,7 @@ func (s *Server) createFromJSON(r *http.Request, c *caller) (*createOut, error) 
 		return nil, engine.Errorf(engine.EINVALID, "the request body is not the JSON expected: %v", err)
 	}
 	if len(in.Items) == 0 {
-		return nil, engine.Errorf(engine.EINVALID, "items: give at least one item")
+		return nil, engine.FieldErrorf("items", "give at least one item")
 	}
 	if len(in.Items) > engine.MaxEnqueueRows {
 		return nil, engine.Errorf(engine.ETOOLARGE, "items: at most %d items in one request (got %d); upload a file for more", engine.MaxEnqueueRows, len(in.Items))
@@ -152,18 +152,18 @@ func (f *uploadForm) set(field, v string) error {
 	case "priority":
 		n, err := strconv.Atoi(v)
 		if err != nil {
-			return engine.Errorf(engine.EINVALID, "priority: %q is not a whole number", v)
+			return engine.FieldErrorf("priority", "%q is not a whole number", v)
 		}
 		f.priority = n
 	case "encoding":
 		if err := tabular.CheckEncoding(v); err != nil {
-			return engine.Errorf(engine.EINVALID, "encoding: %v", err)
+			return engine.FieldErrorf("encoding", "%v", err)
 		}
 		f.csv.Encoding = v
 	case "delimiter":
 		d, err := tabular.ParseDelimiter(v)
 		if err != nil {
-			return engine.Errorf(engine.EINVALID, "delimiter: %v", err)
+			return engine.FieldErrorf("delimiter", "%v", err)
 		}
 		f.csv.Delimiter = d
 	default:
@@ -199,7 +199,7 @@ func (s *Server) createFromUpload(r *http.Request, c *caller) (*createOut, error
 		if part.FileName() == "" {
 			if sawFile && part.FormName() != "file" {
 				part.Close()
-				return out, engine.Errorf(engine.EINVALID, "%s: send the form fields before the file", part.FormName())
+				return out, engine.FieldErrorf(part.FormName(), "send the form fields before the file")
 			}
 			v, err := io.ReadAll(io.LimitReader(part, 4097))
 			part.Close()
@@ -207,7 +207,7 @@ func (s *Server) createFromUpload(r *http.Request, c *caller) (*createOut, error
 				return out, uploadErr(err)
 			}
 			if len(v) > 4096 {
-				return out, engine.Errorf(engine.EINVALID, "%s: the value is longer than 4096 bytes", part.FormName())
+				return out, engine.FieldErrorf(part.FormName(), "the value is longer than 4096 bytes")
 			}
 			if err := form.set(part.FormName(), string(v)); err != nil {
 				return out, err
@@ -278,7 +278,7 @@ func (s *Server) takePart(r *http.Request, c *caller, part *multipart.Part, form
 		return nil, nil, uploadErr(err)
 	}
 	if len(head) == 0 {
-		return nil, nil, engine.Errorf(engine.EINVALID, "%s: the file is empty", name)
+		return nil, nil, engine.FieldErrorf("file", "%s is empty", name)
 	}
 	kind, mt := sniffUpload(name, head)
 	switch kind {

@@ -71,7 +71,7 @@ var (
 
 // invalid returns an EINVALID error whose message starts with the field.
 func invalid(field, format string, args ...any) error {
-	return engine.Errorf(engine.EINVALID, "%s: %s", field, fmt.Sprintf(format, args...))
+	return engine.FieldErrorf(field, format, args...)
 }
 
 // parseConfig decodes and checks everything in config that does not need

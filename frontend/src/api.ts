@@ -118,7 +118,7 @@ export interface HostState {
 
 export interface Stats {
   at: string;
-  queue: { Due: number; Later: number; Processing: number; Ingesting: number };
+  queue: { due: number; later: number; processing: number; ingesting: number; nextRunAt?: string };
   runner?: {
     claimed: number;
     completed: number;

@@ -13,21 +13,6 @@ export function parseField(path: string): (string | number)[] {
   return out;
 }
 
-// deepField refines the API's error.field with the field names that the
-// message goes on with: field "stages[0]" and message "stages[0]:
-// processor: unknown kind" give "stages[0].processor". lineOfField stops
-// at the deepest name it finds, so a word that is not a field is harmless.
-export function deepField(field: string, message: string): string {
-  if (!field || !message.startsWith(field + ": ")) return field;
-  let rest = message.slice(field.length + 2);
-  let out = field;
-  for (let m = rest.match(/^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])*): /); m; m = rest.match(/^([A-Za-z_][A-Za-z0-9_]*(?:\[\d+\])*): /)) {
-    out += "." + m[1];
-    rest = rest.slice(m[0].length);
-  }
-  return out;
-}
-
 export function lineOfField(text: string, path: string): number {
   const segs = parseField(path);
   if (!segs.length) return -1;

@@ -68,9 +68,9 @@ export function healthPage(): Page {
       [
         "Queue depth",
         [
-          { name: "due", values: gauge((s) => s.queue.Due) },
-          { name: "later", values: gauge((s) => s.queue.Later) },
-          { name: "processing", values: gauge((s) => s.queue.Processing) },
+          { name: "due", values: gauge((s) => s.queue.due) },
+          { name: "later", values: gauge((s) => s.queue.later) },
+          { name: "processing", values: gauge((s) => s.queue.processing) },
         ],
         num,
       ],

@@ -3,7 +3,7 @@
 
 import * as api from "../api";
 import { h, replace } from "../dom";
-import { deepField, lineOfField } from "../fieldline";
+import { lineOfField } from "../fieldline";
 import { go } from "../router";
 import * as fmt from "../format";
 import { link, notice, type Page } from "../ui";
@@ -110,7 +110,7 @@ export function pipelinesPage(name: string | null, me: api.Me): Page {
             if (!target) go(`/pipelines/${encodeURIComponent(p.name)}`, true);
             else void loadList();
           } catch (err) {
-            const field = err instanceof api.ApiError && err.field ? deepField(err.field, err.message) : undefined;
+            const field = err instanceof api.ApiError ? err.field : undefined;
             const line = field ? lineOfField(area.value, field) : -1;
             errBox.hidden = false;
             replace(
