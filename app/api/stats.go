@@ -73,7 +73,13 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request, _ *caller) error 
 		return err
 	}
 	if v := r.URL.Query().Get("series"); v != "" && v != "0" && v != "false" {
-		out.Series = s.series.snapshot()
+		var since time.Time
+		if v := r.URL.Query().Get("since"); v != "" {
+			if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				return engine.FieldErrorf("since", "%q is not a time such as 2026-11-26T08:00:00.123Z (the t of the last point you have)", v)
+			}
+		}
+		out.Series = s.series.snapshot(since)
 	}
 	return writeJSON(w, http.StatusOK, out)
 }

@@ -40,6 +40,9 @@ type seriesOut struct {
 	QueueProcessing []adapt.Point `json:"queueProcessing,omitempty"`
 	// IngestBatchRows is the final batch size of the newest upload.
 	IngestBatchRows []adapt.Point `json:"ingestBatchRows,omitempty"`
+	// ErrorsPerSec are the runner's failed attempts per second between
+	// samples, by error class (a class appears once it has failed).
+	ErrorsPerSec map[string][]adapt.Point `json:"errorsPerSec,omitempty"`
 	// Hosts are each remote host's rate (req/s) and concurrency limit.
 	Hosts map[string]hostSeriesOut `json:"hosts"`
 }
@@ -56,11 +59,13 @@ type statsRecorder struct {
 	claimSize, avgItemMs, leaseMs, itemsPerSec        *adapt.Series
 	queueDue, queueLater, queueProcessing, ingestRows *adapt.Series
 
-	mu    sync.Mutex
-	hosts map[string]hostSeries
-	// prevCompleted and prevAt are the runner's counter at the previous
-	// sample (items/s is the difference).
+	mu     sync.Mutex
+	hosts  map[string]hostSeries
+	errors map[string]*adapt.Series
+	// prevCompleted, prevByClass and prevAt are the runner's counters at
+	// the previous sample (the rates are the differences).
 	prevCompleted int64
+	prevByClass   map[string]int64
 	prevAt        time.Time
 }
 
@@ -69,7 +74,7 @@ func newStatsRecorder() *statsRecorder {
 	return &statsRecorder{
 		claimSize: n(), avgItemMs: n(), leaseMs: n(), itemsPerSec: n(),
 		queueDue: n(), queueLater: n(), queueProcessing: n(), ingestRows: n(),
-		hosts: map[string]hostSeries{},
+		hosts: map[string]hostSeries{}, errors: map[string]*adapt.Series{},
 	}
 }
 
@@ -99,14 +104,22 @@ func (s *Server) sampleStats(ctx context.Context) error {
 		rec.avgItemMs.Add(now, snap.AvgItemMs)
 		lease := adapt.Lease(s.cfg.Lease, c.AvgItem(), snap.Size, snap.Concurrency)
 		rec.leaseMs.Add(now, float64(lease)/float64(time.Millisecond))
-		done := r.Summary().Completed
+		sum := r.Summary()
 		rec.mu.Lock()
 		if !rec.prevAt.IsZero() {
 			if dt := now.Sub(rec.prevAt).Seconds(); dt > 0 {
-				rec.itemsPerSec.Add(now, float64(done-rec.prevCompleted)/dt)
+				rec.itemsPerSec.Add(now, float64(sum.Completed-rec.prevCompleted)/dt)
+				for class, n := range sum.ByClass {
+					es, ok := rec.errors[class]
+					if !ok {
+						es = adapt.NewSeries(seriesCapacity)
+						rec.errors[class] = es
+					}
+					es.Add(now, float64(n-rec.prevByClass[class])/dt)
+				}
 			}
 		}
-		rec.prevCompleted, rec.prevAt = done, now
+		rec.prevCompleted, rec.prevByClass, rec.prevAt = sum.Completed, sum.ByClass, now
 		rec.mu.Unlock()
 	}
 	if in := s.ingests.get(); in != nil {
@@ -138,19 +151,24 @@ func (s *Server) sampleStats(ctx context.Context) error {
 	return nil
 }
 
-// snapshot copies every line.
-func (rec *statsRecorder) snapshot() *seriesOut {
+// snapshot copies every line's points taken after since (every point
+// when since is zero).
+func (rec *statsRecorder) snapshot(since time.Time) *seriesOut {
+	p := func(s *adapt.Series) []adapt.Point { return s.PointsSince(since) }
 	out := &seriesOut{
 		EveryMs: seriesEvery.Milliseconds(), Capacity: seriesCapacity,
-		ClaimSize: rec.claimSize.Points(), AvgItemMs: rec.avgItemMs.Points(), LeaseMs: rec.leaseMs.Points(),
-		ItemsPerSec: rec.itemsPerSec.Points(), QueueDue: rec.queueDue.Points(), QueueLater: rec.queueLater.Points(),
-		QueueProcessing: rec.queueProcessing.Points(), IngestBatchRows: rec.ingestRows.Points(),
-		Hosts: map[string]hostSeriesOut{},
+		ClaimSize: p(rec.claimSize), AvgItemMs: p(rec.avgItemMs), LeaseMs: p(rec.leaseMs),
+		ItemsPerSec: p(rec.itemsPerSec), QueueDue: p(rec.queueDue), QueueLater: p(rec.queueLater),
+		QueueProcessing: p(rec.queueProcessing), IngestBatchRows: p(rec.ingestRows),
+		Hosts: map[string]hostSeriesOut{}, ErrorsPerSec: map[string][]adapt.Point{},
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
 	for host, hs := range rec.hosts {
-		out.Hosts[host] = hostSeriesOut{Rate: hs.rate.Points(), Concurrency: hs.concurrency.Points()}
+		out.Hosts[host] = hostSeriesOut{Rate: p(hs.rate), Concurrency: p(hs.concurrency)}
+	}
+	for class, es := range rec.errors {
+		out.ErrorsPerSec[class] = p(es)
 	}
 	return out
 }

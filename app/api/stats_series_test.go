@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
+	"net/url"
 	"testing"
 	"time"
 
@@ -113,5 +115,53 @@ func TestStatsSeriesRing(t *testing.T) {
 	for range seriesCapacity + 5 {
 		require.NoError(t, h.srv.sampleStats(t.Context()))
 	}
-	require.Len(t, h.srv.series.snapshot().QueueDue, seriesCapacity)
+	require.Len(t, h.srv.series.snapshot(time.Time{}).QueueDue, seriesCapacity)
+}
+
+// TestStatsSeriesSinceAndErrors: since= returns only the points after the
+// one a client has; failed attempts become a rate per error class.
+func TestStatsSeriesSinceAndErrors(t *testing.T) {
+	t.Parallel()
+	var runner *engine.Runner
+	h := newHarness(t, noHub, func(s *harnessSetup) {
+		var err error
+		runner, err = s.NewRunner(engine.RunnerConfig{Drain: true, Concurrency: 2})
+		require.NoError(t, err)
+		s.Runner = runner
+	})
+	_, err := h.st.PutPipeline(t.Context(), &engine.PutPipelineParams{Now: time.Now(), Pipeline: &engine.Pipeline{
+		Name: "broken", Stages: []engine.Stage{{Processor: "noop", Config: []byte(`{"permanentEvery":1}`)}}}})
+	require.NoError(t, err)
+	rows := []json.RawMessage{[]byte(`{"a":"1"}`), []byte(`{"a":"2"}`), []byte(`{"a":"3"}`)}
+	_, err = h.ing.Enqueue(t.Context(), engine.EnqueueRequest{UserID: h.owner.ID, Pipeline: "broken", Name: "b", Source: "api", Rows: rows})
+	require.NoError(t, err)
+	require.NoError(t, h.srv.sampleStats(t.Context()))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	_, err = runner.Run(ctx)
+	require.NoError(t, err)
+	time.Sleep(5 * time.Millisecond) // two samples at distinct times
+	require.NoError(t, h.srv.sampleStats(t.Context()))
+
+	_, body := h.get("/api/stats?series=1", h.ownerTok)
+	all := decode[statsSeriesAnswer](t, body).Series
+	require.Len(t, all.QueueDue, 2)
+	perm := all.ErrorsPerSec[string(engine.ClassPermanent)]
+	require.Len(t, perm, 1, "a rate needs a previous sample")
+	require.Positive(t, perm[0].V)
+
+	since := all.QueueDue[0].T.Format(time.RFC3339Nano)
+	resp, body := h.get("/api/stats?series=1&since="+url.QueryEscape(since), h.ownerTok)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	later := decode[statsSeriesAnswer](t, body).Series
+	require.Equal(t, all.QueueDue[1:], later.QueueDue)
+	require.Len(t, later.ErrorsPerSec[string(engine.ClassPermanent)], 1)
+
+	resp, body = h.get("/api/stats?series=1&since="+url.QueryEscape(all.QueueDue[1].T.Format(time.RFC3339Nano)), h.ownerTok)
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Empty(t, decode[statsSeriesAnswer](t, body).Series.QueueDue)
+
+	resp, body = h.get("/api/stats?series=1&since=yesterday", h.ownerTok)
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, string(body))
+	require.Equal(t, "since", decode[errorBody](t, body).Error.Field)
 }

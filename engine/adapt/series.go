@@ -61,6 +61,20 @@ func (s *Series) Points() []Point {
 	return s.points()
 }
 
+// PointsSince returns the samples taken after t, oldest first; never nil.
+// A client that keeps the time of the last point it has asks only for what
+// came since.
+func (s *Series) PointsSince(t time.Time) []Point {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ps := s.points()
+	i := 0
+	for i < len(ps) && !ps[i].T.After(t) {
+		i++
+	}
+	return ps[i:]
+}
+
 // points copies the samples; it must be called with s.mu held.
 func (s *Series) points() []Point {
 	if !s.full {

@@ -372,10 +372,10 @@ func TestUI(t *testing.T) {
 		waitJS(`document.querySelector(".gutter .bad")?.textContent.trim() === "4"`),
 	)
 
-	// Health draws its charts from /api/stats.
+	// Health draws its charts from the server's series (/api/stats?series=1).
 	step(t, ctx, "12-health",
 		chromedp.Click(chromedp.CSS(`nav a[href="/health"]`)),
-		within(30*time.Second, waitJS(`document.querySelectorAll("svg.chart").length === 7`)),
+		within(30*time.Second, waitJS(`document.querySelectorAll("svg.chart").length === 8`)),
 		within(30*time.Second, waitJS(`document.querySelectorAll("svg.chart polyline").length >= 3`)),
 	)
 

@@ -130,6 +130,30 @@ export interface Stats {
   claim?: { size: number; avgItemMs: number; concurrency: number; pressure: number };
   hosts: HostState[];
   lastIngest?: { jobId: number; rows: number; batches: number; finalBatch: number; ms: number; at: string };
+  series?: StatsSeries;
+}
+
+// Point is one sample of a StatsSeries line.
+export interface Point {
+  t: string;
+  v: number;
+}
+
+// StatsSeries is what the server sampled once a second (GET
+// /api/stats?series=1[&since=T]); a line it cannot sample is absent.
+export interface StatsSeries {
+  everyMs: number;
+  capacity: number;
+  claimSize?: Point[];
+  avgItemMs?: Point[];
+  leaseMs?: Point[];
+  itemsPerSec?: Point[];
+  queueDue?: Point[];
+  queueLater?: Point[];
+  queueProcessing?: Point[];
+  ingestBatchRows?: Point[];
+  errorsPerSec?: Record<string, Point[]>;
+  hosts: Record<string, { rate: Point[]; concurrency: Point[] }>;
 }
 
 // ApiError is an answer other than 2xx: the API's {"error":{...}} message.
