@@ -1,0 +1,363 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// PutDefinition creates or replaces a definition, bumping its version.
+func (s *Store) PutDefinition(ctx context.Context, d *engine.Definition, now time.Time) (*engine.Definition, error) {
+	def := *d
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var cur int
+		err := tx.QueryRowContext(ctx, `SELECT version FROM job_definitions WHERE key = ?`, def.Key).Scan(&cur)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		def.Version = cur + 1
+		def.UpdatedAt = fromMS(ms(now))
+		spec, err := json.Marshal(&def)
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO job_definitions (key, version, spec, is_active, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?)
+			ON CONFLICT (key) DO UPDATE SET version = excluded.version, spec = excluded.spec,
+				is_active = excluded.is_active, updated_at = excluded.updated_at`,
+			def.Key, def.Version, string(spec), def.IsActive(), ms(now), ms(now))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("put definition %s: %w", def.Key, err)
+	}
+	return &def, nil
+}
+
+// GetDefinition returns a definition by key.
+func (s *Store) GetDefinition(ctx context.Context, key string) (*engine.Definition, error) {
+	var spec string
+	var version int
+	var updated int64
+	err := s.r.QueryRowContext(ctx, `SELECT spec, version, updated_at FROM job_definitions WHERE key = ?`, key).
+		Scan(&spec, &version, &updated)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("definition", key)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get definition %s: %w", key, err)
+	}
+	return decodeDefinition(spec, version, updated)
+}
+
+// ListDefinitions returns every definition by key.
+func (s *Store) ListDefinitions(ctx context.Context) ([]*engine.Definition, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT spec, version, updated_at FROM job_definitions ORDER BY key`)
+	if err != nil {
+		return nil, fmt.Errorf("list definitions: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.Definition
+	for rows.Next() {
+		var spec string
+		var version int
+		var updated int64
+		if err := rows.Scan(&spec, &version, &updated); err != nil {
+			return nil, err
+		}
+		d, err := decodeDefinition(spec, version, updated)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+func decodeDefinition(spec string, version int, updated int64) (*engine.Definition, error) {
+	var d engine.Definition
+	if err := json.Unmarshal([]byte(spec), &d); err != nil {
+		return nil, fmt.Errorf("decode definition: %w", err)
+	}
+	d.Version = version
+	d.UpdatedAt = fromMS(updated)
+	return &d, nil
+}
+
+const triggerColumns = `name, kind, event_name, cron_expr, timezone, definition_key, pipeline, payload_template,
+	priority, dedupe_window_ms, missed, enabled, next_fire_at, last_fire_at, last_job_id, last_result, created_at, updated_at`
+
+func scanTrigger(sc scanner) (*engine.Trigger, error) {
+	var t engine.Trigger
+	var event, cron, tz, def, pipe, result sql.NullString
+	var payload string
+	var window, created, updated int64
+	var next, last, lastJob sql.NullInt64
+	err := sc.Scan(&t.Name, &t.Kind, &event, &cron, &tz, &def, &pipe, &payload, &t.Priority, &window, &t.Missed,
+		&t.Enabled, &next, &last, &lastJob, &result, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	t.Event, t.Cron, t.TZ, t.Definition, t.Pipeline = event.String, cron.String, tz.String, def.String, pipe.String
+	t.Payload = json.RawMessage(payload)
+	t.DedupeWindow = engine.Duration(time.Duration(window) * time.Millisecond)
+	t.NextFireAt, t.LastFireAt = fromNullMS(next), fromNullMS(last)
+	t.LastJobID, t.LastResult = lastJob.Int64, result.String
+	t.CreatedAt, t.UpdatedAt = fromMS(created), fromMS(updated)
+	return &t, nil
+}
+
+// CreateTrigger stores a new trigger.
+func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
+	payload := string(t.Payload)
+	if strings.TrimSpace(payload) == "" {
+		payload = "{}"
+	}
+	missed := t.Missed
+	if missed == "" {
+		missed = engine.MissedSkip
+	}
+	var out *engine.Trigger
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var one int
+		err := tx.QueryRowContext(ctx, `SELECT 1 FROM job_triggers WHERE name = ?`, t.Name).Scan(&one)
+		if err == nil {
+			return engine.Errorf(engine.ECONFLICT, "trigger %q already exists (remove it first: sluice trigger rm %s)", t.Name, t.Name)
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		row := tx.QueryRowContext(ctx, `INSERT INTO job_triggers (name, kind, event_name, cron_expr, timezone, definition_key,
+				pipeline, payload_template, priority, dedupe_window_ms, missed, enabled, next_fire_at, created_at, updated_at)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING `+triggerColumns,
+			t.Name, t.Kind, nullStr(t.Event), nullStr(t.Cron), nullStr(t.TZ), nullStr(t.Definition), nullStr(t.Pipeline),
+			payload, t.Priority, t.DedupeWindow.D().Milliseconds(), missed, t.Enabled, nullMS(t.NextFireAt), ms(now), ms(now))
+		out, err = scanTrigger(row)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create trigger %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// DeleteTrigger removes a trigger.
+func (s *Store) DeleteTrigger(ctx context.Context, name string) error {
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `DELETE FROM job_triggers WHERE name = ?`, name)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("delete trigger %s: %w", name, err)
+	}
+	if n == 0 {
+		return notFound("trigger", name)
+	}
+	return nil
+}
+
+// ListTriggers returns triggers by name.
+func (s *Store) ListTriggers(ctx context.Context, p *engine.ListTriggersParams) ([]*engine.Trigger, error) {
+	q := `SELECT ` + triggerColumns + ` FROM job_triggers WHERE 1 = 1`
+	var args []any
+	if p != nil && p.Kind != "" {
+		q += ` AND kind = ?`
+		args = append(args, p.Kind)
+	}
+	if p != nil && p.Event != "" {
+		q += ` AND kind = 'event' AND event_name = ?`
+		args = append(args, p.Event)
+	}
+	rows, err := s.r.QueryContext(ctx, q+` ORDER BY name`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list triggers: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.Trigger
+	for rows.Next() {
+		t, err := scanTrigger(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// FireTriggers records many fires in one transaction. The compare on
+// next_fire_at is what makes a tick fire once: a second scheduler, or the
+// same one after a restart, finds the value already moved on.
+func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.Time) ([]engine.FireResult, error) {
+	out := make([]engine.FireResult, len(fires))
+	var jobIDs []int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		jobIDs = make([]int64, len(fires))
+		for i, f := range fires {
+			var r sql.Result
+			var err error
+			if f.Due.IsZero() {
+				r, err = tx.ExecContext(ctx, `UPDATE job_triggers SET last_fire_at = ? WHERE name = ?`, ms(now), f.Trigger)
+			} else {
+				r, err = tx.ExecContext(ctx, `UPDATE job_triggers SET next_fire_at = ?, last_fire_at = ?
+					WHERE name = ? AND next_fire_at = ?`, ms(f.Next), ms(f.Due), f.Trigger, ms(f.Due))
+			}
+			if err != nil {
+				return err
+			}
+			if n, _ := r.RowsAffected(); n == 0 {
+				continue
+			}
+			out[i].Fired = true
+			result := "skipped"
+			var jobID sql.NullInt64
+			if f.Job != nil {
+				id, err := s.enqueueJob(ctx, tx, f.Job)
+				switch {
+				case errors.Is(err, engine.ErrDuplicate):
+					out[i].Deduped, result = true, "deduped"
+				case err != nil:
+					return fmt.Errorf("trigger %s: %w", f.Trigger, err)
+				default:
+					jobIDs[i], result = id, "job"
+					jobID = sql.NullInt64{Int64: id, Valid: true}
+				}
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE job_triggers SET last_result = ?,
+					last_job_id = COALESCE(?, last_job_id) WHERE name = ?`, result, jobID, f.Trigger); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fire triggers: %w", err)
+	}
+	for i, id := range jobIDs {
+		if id == 0 {
+			continue
+		}
+		j, err := s.writerJob(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[i].Job = j
+	}
+	return out, nil
+}
+
+// AcquireLeadership takes or renews a lease row.
+func (s *Store) AcquireLeadership(ctx context.Context, p *engine.LeadershipParams) (bool, error) {
+	var held bool
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `INSERT INTO leader_leases (name, holder, expires_at) VALUES (?, ?, ?)
+			ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+			WHERE leader_leases.holder = excluded.holder OR leader_leases.expires_at <= ?`,
+			p.Name, p.Holder, ms(p.Now.Add(p.For)), ms(p.Now))
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		held = n > 0
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("acquire leadership %s: %w", p.Name, err)
+	}
+	return held, nil
+}
+
+// ReleaseLeadership deletes the lease row when p.Holder holds it.
+func (s *Store) ReleaseLeadership(ctx context.Context, p *engine.LeadershipParams) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM leader_leases WHERE name = ? AND holder = ?`, p.Name, p.Holder)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("release leadership %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// HeartbeatWorker upserts a worker row.
+func (s *Store) HeartbeatWorker(ctx context.Context, w *engine.Worker, now time.Time) error {
+	err := s.lightTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO job_workers (worker_id, hostname, pid, version, started_at, last_seen, running, scheduler)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+			ON CONFLICT (worker_id) DO UPDATE SET version = excluded.version, last_seen = excluded.last_seen,
+				running = excluded.running, scheduler = excluded.scheduler`,
+			w.ID, w.Host, w.PID, w.Version, ms(w.StartedAt), ms(now), w.Running, w.Scheduler)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("heartbeat worker %s: %w", w.ID, err)
+	}
+	return nil
+}
+
+// RemoveWorker deletes a worker row.
+func (s *Store) RemoveWorker(ctx context.Context, id string) error {
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM job_workers WHERE worker_id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("remove worker %s: %w", id, err)
+	}
+	return nil
+}
+
+// ListWorkers returns the workers by id.
+func (s *Store) ListWorkers(ctx context.Context) ([]*engine.Worker, error) {
+	rows, err := s.r.QueryContext(ctx, `SELECT worker_id, hostname, pid, version, started_at, last_seen, running, scheduler
+		FROM job_workers ORDER BY worker_id`)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	defer rows.Close()
+	var out []*engine.Worker
+	for rows.Next() {
+		var w engine.Worker
+		var started, seen int64
+		if err := rows.Scan(&w.ID, &w.Host, &w.PID, &w.Version, &started, &seen, &w.Running, &w.Scheduler); err != nil {
+			return nil, err
+		}
+		w.StartedAt, w.LastSeen = fromMS(started), fromMS(seen)
+		out = append(out, &w)
+	}
+	return out, rows.Err()
+}
+
+// ReclaimDeadWorkers ends the leases held by workers that stopped beating.
+func (s *Store) ReclaimDeadWorkers(ctx context.Context, p *engine.ReclaimParams) (int, error) {
+	var n int64
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE job_items SET lease_expires_at = ?
+			WHERE status = 'PROCESSING' AND lease_expires_at > ? AND locked_by IN
+				(SELECT worker_id FROM job_workers WHERE last_seen < ?)`, ms(p.Now), ms(p.Now), ms(p.StaleBefore))
+		if err != nil {
+			return err
+		}
+		if n, err = r.RowsAffected(); err != nil {
+			return err
+		}
+		if !p.ForgetBefore.IsZero() {
+			_, err = tx.ExecContext(ctx, `DELETE FROM job_workers WHERE last_seen < ?`, ms(p.ForgetBefore))
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reclaim dead workers: %w", err)
+	}
+	return int(n), nil
+}
