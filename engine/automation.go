@@ -48,7 +48,7 @@ type AutomationStore interface {
 	RemoveWorker(ctx context.Context, id string) error
 	// ListWorkers returns the workers ordered by id.
 	ListWorkers(ctx context.Context) ([]*Worker, error)
-	// ReclaimDeadWorkers ends, as of now, the leases of PROCESSING items
+	// ReclaimDeadWorkers ends (expires just before now) the leases of PROCESSING items
 	// held by workers whose LastSeen is before p.StaleBefore, so that the
 	// next ReapExpiredLeases gives them back at once instead of when their
 	// lease would have run out. Workers not seen since p.ForgetBefore are

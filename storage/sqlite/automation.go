@@ -344,7 +344,7 @@ func (s *Store) ReclaimDeadWorkers(ctx context.Context, p *engine.ReclaimParams)
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE job_items SET lease_expires_at = ?
 			WHERE status = 'PROCESSING' AND lease_expires_at > ? AND locked_by IN
-				(SELECT worker_id FROM job_workers WHERE last_seen < ?)`, ms(p.Now), ms(p.Now), ms(p.StaleBefore))
+				(SELECT worker_id FROM job_workers WHERE last_seen < ?)`, ms(p.Now)-1, ms(p.Now), ms(p.StaleBefore))
 		if err != nil {
 			return err
 		}
