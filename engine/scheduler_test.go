@@ -18,7 +18,7 @@ type schedClock struct {
 	now time.Time
 }
 
-func (c *schedClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *schedClock) Now() time.Time  { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
 func (c *schedClock) set(t time.Time) { c.mu.Lock(); c.now = t; c.mu.Unlock() }
 
 func nyTimes(t *testing.T, expr string, from time.Time, n int) []string {
