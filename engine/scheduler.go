@@ -52,7 +52,9 @@ type Automation struct {
 	leader atomic.Bool
 	// fired counts jobs created by triggers (tests, benchmarks).
 	fired atomic.Int64
-	// started is closed when the event dispatcher listens.
+	// cat keeps pipelines, definitions and the default user for Reload.
+	cat *catalog
+	// listening is closed when the event dispatcher listens.
 	listening chan struct{}
 	once      sync.Once
 }
@@ -83,7 +85,8 @@ func NewAutomation(c AutomationConfig) *Automation {
 	if c.Running == nil {
 		c.Running = func() int { return 0 }
 	}
-	return &Automation{cfg: c, log: c.Logger.WithGroup("automation"), listening: make(chan struct{})}
+	return &Automation{cfg: c, log: c.Logger.WithGroup("automation"), listening: make(chan struct{}),
+		cat: &catalog{store: c.Store, ttl: c.Reload}}
 }
 
 // Leader reports whether this process runs the scheduler.
@@ -294,11 +297,11 @@ func fireContext(due time.Time, loc *time.Location) map[string]any {
 
 // jobFor builds the job of a trigger from its rendered payload.
 func (a *Automation) jobFor(ctx context.Context, t *Trigger, data map[string]any, source, dedupe string, now time.Time) (*EnqueueJobParams, error) {
-	payload, err := t.RenderPayload(data)
+	payload, err := a.cat.render(t, data)
 	if err != nil {
 		return nil, err
 	}
-	return NewJobParams(ctx, a.cfg.Store, JobRequest{Definition: t.Definition, Pipeline: t.Pipeline, Payload: payload,
+	return a.cat.jobParams(ctx, JobRequest{Definition: t.Definition, Pipeline: t.Pipeline, Payload: payload,
 		Name: t.Name, Source: source, SourceRef: "trigger:" + t.Name, Priority: t.Priority,
 		DedupeKey: dedupe, DedupeWindow: t.DedupeWindow.D(), Now: now})
 }

@@ -137,7 +137,7 @@ func (t *Trigger) Validate(ctx context.Context, s Store) error {
 	if err := json.Unmarshal(t.Payload, &tmpl); err != nil || tmpl == nil {
 		return FieldErrorf("payload", "must be a JSON object (its string values are templates)")
 	}
-	if _, err := renderValue("payload", tmpl, map[string]any{}, true); err != nil {
+	if _, err := renderValue("payload", tmpl, map[string]any{}, true, nil); err != nil {
 		return err
 	}
 	if t.Definition != "" {
@@ -180,11 +180,20 @@ func (t *Trigger) PipelineName() string {
 
 // RenderPayload renders the trigger's payload template with a context.
 func (t *Trigger) RenderPayload(data map[string]any) (json.RawMessage, error) {
+	return t.renderPayload(data, nil)
+}
+
+// templateCache keeps parsed templates by their text.
+type templateCache map[string]*template.Template
+
+// renderPayload is RenderPayload with parsed templates kept in cache (nil:
+// parse every time).
+func (t *Trigger) renderPayload(data map[string]any, cache templateCache) (json.RawMessage, error) {
 	var tmpl map[string]any
 	if err := json.Unmarshal(t.Payload, &tmpl); err != nil {
 		return nil, FieldErrorf("payload", "must be a JSON object")
 	}
-	v, err := renderValue("payload", tmpl, data, false)
+	v, err := renderValue("payload", tmpl, data, false, cache)
 	if err != nil {
 		return nil, err
 	}
@@ -193,15 +202,21 @@ func (t *Trigger) RenderPayload(data map[string]any) (json.RawMessage, error) {
 
 // renderValue renders every string inside v as a text/template (or only
 // parses them when parseOnly).
-func renderValue(field string, v any, data map[string]any, parseOnly bool) (any, error) {
+func renderValue(field string, v any, data map[string]any, parseOnly bool, cache templateCache) (any, error) {
 	switch x := v.(type) {
 	case string:
 		if !strings.Contains(x, "{{") {
 			return x, nil
 		}
-		tm, err := template.New(field).Option("missingkey=error").Parse(x)
-		if err != nil {
-			return nil, FieldErrorf(field, "%s", oneLine(err.Error()))
+		tm := cache[x]
+		if tm == nil {
+			var err error
+			if tm, err = template.New(field).Option("missingkey=error").Parse(x); err != nil {
+				return nil, FieldErrorf(field, "%s", oneLine(err.Error()))
+			}
+			if cache != nil {
+				cache[x] = tm
+			}
 		}
 		if parseOnly {
 			return x, nil
@@ -214,7 +229,7 @@ func renderValue(field string, v any, data map[string]any, parseOnly bool) (any,
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			r, err := renderValue(field+"."+k, e, data, parseOnly)
+			r, err := renderValue(field+"."+k, e, data, parseOnly, cache)
 			if err != nil {
 				return nil, err
 			}
@@ -224,7 +239,7 @@ func renderValue(field string, v any, data map[string]any, parseOnly bool) (any,
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			r, err := renderValue(fmt.Sprintf("%s[%d]", field, i), e, data, parseOnly)
+			r, err := renderValue(fmt.Sprintf("%s[%d]", field, i), e, data, parseOnly, cache)
 			if err != nil {
 				return nil, err
 			}

@@ -195,6 +195,13 @@ func (s *Store) ListTriggers(ctx context.Context, p *engine.ListTriggersParams) 
 	return out, rows.Err()
 }
 
+// The statements of a fire, prepared once (writeCachedSQL).
+const (
+	fireDueSQL    = `UPDATE job_triggers SET next_fire_at = ?, last_fire_at = ?, last_result = ? WHERE name = ? AND next_fire_at = ?`
+	fireEventSQL  = `UPDATE job_triggers SET last_fire_at = ?, last_result = ? WHERE name = ?`
+	fireResultSQL = `UPDATE job_triggers SET last_result = ?, last_job_id = ? WHERE name = ?`
+)
+
 // FireTriggers records many fires in one transaction. The compare on
 // next_fire_at is what makes a tick fire once: a second scheduler, or the
 // same one after a restart, finds the value already moved on.
@@ -204,13 +211,26 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		jobIDs = make([]int64, len(fires))
 		for i, f := range fires {
+			// A fire whose job would be deduped (the common case of a
+			// frequent schedule whose last job still runs) is one statement.
+			dup := false
+			if f.Job != nil {
+				err := s.checkDedupe(ctx, tx, &f.Job.Job)
+				if err != nil && !errors.Is(err, engine.ErrDuplicate) {
+					return err
+				}
+				dup = err != nil
+			}
+			result := "skipped"
+			if dup {
+				result = "deduped"
+			}
 			var r sql.Result
 			var err error
 			if f.Due.IsZero() {
-				r, err = tx.ExecContext(ctx, `UPDATE job_triggers SET last_fire_at = ? WHERE name = ?`, ms(now), f.Trigger)
+				r, err = s.txExec(ctx, tx, fireEventSQL, ms(now), result, f.Trigger)
 			} else {
-				r, err = tx.ExecContext(ctx, `UPDATE job_triggers SET next_fire_at = ?, last_fire_at = ?
-					WHERE name = ? AND next_fire_at = ?`, ms(f.Next), ms(f.Due), f.Trigger, ms(f.Due))
+				r, err = s.txExec(ctx, tx, fireDueSQL, ms(f.Next), ms(f.Due), result, f.Trigger, ms(f.Due))
 			}
 			if err != nil {
 				return err
@@ -218,23 +238,16 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 			if n, _ := r.RowsAffected(); n == 0 {
 				continue
 			}
-			out[i].Fired = true
-			result := "skipped"
-			var jobID sql.NullInt64
-			if f.Job != nil {
-				id, err := s.enqueueJob(ctx, tx, f.Job)
-				switch {
-				case errors.Is(err, engine.ErrDuplicate):
-					out[i].Deduped, result = true, "deduped"
-				case err != nil:
-					return fmt.Errorf("trigger %s: %w", f.Trigger, err)
-				default:
-					jobIDs[i], result = id, "job"
-					jobID = sql.NullInt64{Int64: id, Valid: true}
-				}
+			out[i].Fired, out[i].Deduped = true, dup
+			if f.Job == nil || dup {
+				continue
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE job_triggers SET last_result = ?,
-					last_job_id = COALESCE(?, last_job_id) WHERE name = ?`, result, jobID, f.Trigger); err != nil {
+			id, err := s.enqueueJob(ctx, tx, f.Job)
+			if err != nil {
+				return fmt.Errorf("trigger %s: %w", f.Trigger, err)
+			}
+			jobIDs[i] = id
+			if _, err := s.txExec(ctx, tx, fireResultSQL, "job", id, f.Trigger); err != nil {
 				return err
 			}
 		}

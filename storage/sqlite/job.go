@@ -393,7 +393,7 @@ func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJo
 	if p.FileID != 0 {
 		fileID = sql.NullInt64{Int64: p.FileID, Valid: true}
 	}
-	if err := checkDedupe(ctx, tx, p); err != nil {
+	if err := s.checkDedupe(ctx, tx, p); err != nil {
 		return 0, err
 	}
 	var id int64
@@ -406,15 +406,22 @@ func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJo
 	return id, err
 }
 
+// The dedupe probes: an unfinished job with the key (the partial unique
+// index), a job with the key created after a time (jobs_dedupe_created).
+const (
+	dedupeActiveSQL = `SELECT 1 FROM jobs WHERE dedupe_key = ?
+		AND queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED') LIMIT 1`
+	dedupeWindowSQL = `SELECT 1 FROM jobs WHERE dedupe_key = ? AND created_at > ? LIMIT 1`
+)
+
 // checkDedupe returns ErrDuplicate when another job holds p.DedupeKey: it is
 // unfinished, or was created within p.DedupeWindow before p.Now.
-func checkDedupe(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) error {
+func (s *Store) checkDedupe(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) error {
 	if p.DedupeKey == "" {
 		return nil
 	}
 	var one int
-	err := tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE dedupe_key = ?
-		AND queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED') LIMIT 1`, p.DedupeKey).Scan(&one)
+	err := s.txQueryRow(ctx, tx, dedupeActiveSQL, p.DedupeKey).Scan(&one)
 	if err == nil {
 		return engine.ErrDuplicate
 	}
@@ -424,8 +431,7 @@ func checkDedupe(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) err
 	if p.DedupeWindow <= 0 {
 		return nil
 	}
-	err = tx.QueryRowContext(ctx, `SELECT 1 FROM jobs WHERE dedupe_key = ? AND created_at > ? LIMIT 1`,
-		p.DedupeKey, ms(p.Now.Add(-p.DedupeWindow))).Scan(&one)
+	err = s.txQueryRow(ctx, tx, dedupeWindowSQL, p.DedupeKey, ms(p.Now.Add(-p.DedupeWindow))).Scan(&one)
 	if err == nil {
 		return engine.ErrDuplicate
 	}
