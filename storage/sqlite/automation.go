@@ -42,42 +42,23 @@ func (s *Store) PutDefinition(ctx context.Context, d *engine.Definition, now tim
 
 // GetDefinition returns a definition by key.
 func (s *Store) GetDefinition(ctx context.Context, key string) (*engine.Definition, error) {
-	var spec string
-	var version int
-	var updated int64
-	err := s.r.QueryRowContext(ctx, `SELECT spec, version, updated_at FROM job_definitions WHERE key = ?`, key).
-		Scan(&spec, &version, &updated)
+	d, err := getSpec(ctx, s.r, `SELECT spec, version, updated_at FROM job_definitions WHERE key = ?`, key, decodeDefinition)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("definition", key)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get definition %s: %w", key, err)
 	}
-	return decodeDefinition(spec, version, updated)
+	return d, nil
 }
 
 // ListDefinitions returns every definition by key.
 func (s *Store) ListDefinitions(ctx context.Context) ([]*engine.Definition, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT spec, version, updated_at FROM job_definitions ORDER BY key`)
+	out, err := listSpecs(ctx, s.r, `SELECT spec, version, updated_at FROM job_definitions ORDER BY key`, decodeDefinition)
 	if err != nil {
 		return nil, fmt.Errorf("list definitions: %w", err)
 	}
-	defer rows.Close()
-	var out []*engine.Definition
-	for rows.Next() {
-		var spec string
-		var version int
-		var updated int64
-		if err := rows.Scan(&spec, &version, &updated); err != nil {
-			return nil, err
-		}
-		d, err := decodeDefinition(spec, version, updated)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, d)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func decodeDefinition(spec string, version int, updated int64) (*engine.Definition, error) {

@@ -5,9 +5,10 @@
 // trigger (DELETE /api/triggers/{name}).
 
 import * as api from "../api";
-import { h, replace } from "../dom";
+import { h } from "../dom";
 import * as fmt from "../format";
-import { notice, type Page } from "../ui";
+import { listPage } from "../listpage";
+import type { Page } from "../ui";
 
 interface Definition {
   key: string;
@@ -47,54 +48,6 @@ interface Worker {
   scheduler?: boolean;
   stale: boolean;
   secondsSinceSeen: number;
-}
-
-// listPage is a table that reloads every 5 s.
-function listPage<T>(opts: {
-  title: string;
-  intro: string;
-  empty: string;
-  cls: string;
-  head: string[];
-  load: () => Promise<T[]>;
-  row: (v: T, reload: () => Promise<void>, note: ReturnType<typeof notice>) => HTMLElement;
-}): Page {
-  const note = notice();
-  const tbody = h("tbody");
-  const empty = h("p", { class: "muted", hidden: true }, opts.empty);
-  let timer = 0;
-  let stopped = false;
-  async function load(): Promise<void> {
-    try {
-      const list = await opts.load();
-      if (stopped) return;
-      replace(tbody, ...list.map((v) => opts.row(v, load, note)));
-      empty.hidden = list.length > 0;
-    } catch (e) {
-      note.error(e);
-    }
-  }
-  async function poll(): Promise<void> {
-    await load();
-    if (!stopped) timer = window.setTimeout(poll, 5000);
-  }
-  void poll();
-  return {
-    title: opts.title,
-    el: h(
-      "section",
-      { class: "page" },
-      h("h1", null, opts.title),
-      h("p", { class: "muted" }, opts.intro),
-      note.el,
-      h("table", { class: opts.cls }, h("thead", null, h("tr", null, ...opts.head.map((t) => h("th", { scope: "col" }, t)))), tbody),
-      empty,
-    ),
-    destroy() {
-      stopped = true;
-      clearTimeout(timer);
-    },
-  };
 }
 
 export function definitionsPage(): Page {
