@@ -180,8 +180,58 @@ func (s *Store) ListTriggers(ctx context.Context, p *engine.ListTriggersParams) 
 const (
 	fireDueSQL    = `UPDATE job_triggers SET next_fire_at = ?, last_fire_at = ?, last_result = ? WHERE name = ? AND next_fire_at = ?`
 	fireEventSQL  = `UPDATE job_triggers SET last_fire_at = ?, last_result = ? WHERE name = ?`
-	fireResultSQL = `UPDATE job_triggers SET last_result = ?, last_job_id = ? WHERE name = ?`
+	fireResultSQL = `UPDATE job_triggers SET last_result = ?, last_job_id = COALESCE(?, last_job_id) WHERE name = ?`
 )
+
+// dedupeBatch is how many keys one probe of activeDedupeSQL looks up.
+const dedupeBatch = 128
+
+// activeDedupeSQL finds which of dedupeBatch keys an unfinished job holds
+// (unused places are NULL, which matches nothing).
+var activeDedupeSQL = `SELECT dedupe_key FROM jobs WHERE dedupe_key IN (` + placeholders(dedupeBatch) + `)
+	AND queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED')`
+
+// activeDedupeKeys returns the dedupe keys of the fires' jobs that an
+// unfinished job holds: one probe per dedupeBatch fires instead of one per
+// fire.
+func (s *Store) activeDedupeKeys(ctx context.Context, tx *sql.Tx, fires []engine.Fire) (map[string]bool, error) {
+	var keys []any
+	for _, f := range fires {
+		if f.Job != nil && f.Job.Job.DedupeKey != "" {
+			keys = append(keys, f.Job.Job.DedupeKey)
+		}
+	}
+	active := map[string]bool{}
+	for len(keys) > 0 {
+		n := min(len(keys), dedupeBatch)
+		args := make([]any, dedupeBatch)
+		copy(args, keys[:n])
+		keys = keys[n:]
+		st := s.writes.lookup(activeDedupeSQL)
+		var rows *sql.Rows
+		var err error
+		if st != nil {
+			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+		} else {
+			rows, err = tx.QueryContext(ctx, activeDedupeSQL, args...)
+		}
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			active[k] = true
+		}
+		if err := rows.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return active, nil
+}
 
 // FireTriggers records many fires in one transaction. The compare on
 // next_fire_at is what makes a tick fire once: a second scheduler, or the
@@ -191,16 +241,23 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 	var jobIDs []int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		jobIDs = make([]int64, len(fires))
+		active, err := s.activeDedupeKeys(ctx, tx, fires)
+		if err != nil {
+			return err
+		}
 		for i, f := range fires {
 			// A fire whose job would be deduped (the common case of a
 			// frequent schedule whose last job still runs) is one statement.
 			dup := false
-			if f.Job != nil {
-				err := s.checkDedupe(ctx, tx, &f.Job.Job)
-				if err != nil && !errors.Is(err, engine.ErrDuplicate) {
-					return err
+			if f.Job != nil && f.Job.Job.DedupeKey != "" {
+				dup = active[f.Job.Job.DedupeKey]
+				if !dup && f.Job.Job.DedupeWindow > 0 {
+					err := s.checkDedupe(ctx, tx, &f.Job.Job)
+					if err != nil && !errors.Is(err, engine.ErrDuplicate) {
+						return err
+					}
+					dup = err != nil
 				}
-				dup = err != nil
 			}
 			result := "skipped"
 			if dup {
@@ -224,11 +281,16 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 				continue
 			}
 			id, err := s.enqueueJob(ctx, tx, f.Job)
-			if err != nil {
+			result, jobID := "job", sql.NullInt64{Int64: id, Valid: true}
+			switch {
+			case errors.Is(err, engine.ErrDuplicate): // a job of this batch took the key
+				out[i].Deduped, result, jobID = true, "deduped", sql.NullInt64{}
+			case err != nil:
 				return fmt.Errorf("trigger %s: %w", f.Trigger, err)
+			default:
+				jobIDs[i] = id
 			}
-			jobIDs[i] = id
-			if _, err := s.txExec(ctx, tx, fireResultSQL, "job", id, f.Trigger); err != nil {
+			if _, err := s.txExec(ctx, tx, fireResultSQL, result, jobID, f.Trigger); err != nil {
 				return err
 			}
 		}
