@@ -147,6 +147,7 @@ func newTriggerCmd(g *globals) *cobra.Command {
 An event trigger fires on one of Sluice's events: ` + strings.Join(engine.EventNames, ", ") + `:
   sluice trigger add on-file --event source.file.ingested --definition hello --payload '{"name":"{{.event.key}}"}'
 
+Jobs started by an event trigger fire no job.* triggers themselves (no loops).
 The payload is a JSON object whose string values are templates: .trigger,
 .fire.time/.fire.date/.fire.unix (schedules, in the zone) and .event.name,
 .event.subject and the event's data (jobId, key, source, ...) for events.

@@ -50,9 +50,11 @@ func (a *Automation) dispatch(ctx context.Context) {
 	}
 }
 
-// handle fires the triggers of one event.
+// handle fires the triggers of one event. Events about a job that an event
+// trigger started fire nothing: a trigger on job.finished would otherwise
+// start itself again for ever (and two triggers could feed each other).
 func (a *Automation) handle(ctx context.Context, ev Event, triggers []*Trigger) {
-	if len(triggers) == 0 {
+	if len(triggers) == 0 || ev.Data["source"] == SourceEvent && ev.Data["jobId"] != nil {
 		return
 	}
 	evData := map[string]any{}

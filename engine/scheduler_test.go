@@ -218,10 +218,17 @@ func TestEventTriggerEnqueues(t *testing.T) {
 	events.Publish(engine.Event{Name: engine.EventJobFinished, Subject: "job:41", Data: map[string]any{"jobId": 41}})
 	events.Publish(engine.Event{Name: engine.EventJobFinished, Subject: "job:41", Data: map[string]any{"jobId": 41}})
 	events.Publish(engine.Event{Name: engine.EventItemDead, Subject: "item:1"})
-	require.Eventually(t, func() bool { return a.Fired() >= 1 }, 10*time.Second, 5*time.Millisecond)
+	// A job an event trigger started does not fire job triggers (no loops).
+	events.Publish(engine.Event{Name: engine.EventJobFinished, Subject: "job:42", Data: map[string]any{"jobId": 42, "source": "event"}})
+	// Events are handled in order: once this last one has fired, every
+	// earlier one has been handled.
+	events.Publish(engine.Event{Name: engine.EventJobFinished, Subject: "job:43", Data: map[string]any{"jobId": 43, "source": "manual"}})
+	require.Eventually(t, func() bool { return a.Fired() >= 2 }, 10*time.Second, 5*time.Millisecond)
 	js, err := s.ListJobs(t.Context(), &engine.ListJobsParams{Limit: 10})
 	require.NoError(t, err)
-	require.Len(t, js, 1, "the repeated event is deduped; item.dead has no trigger")
+	require.Len(t, js, 2, "the repeated event is deduped; item.dead has no trigger; an event job's own event fires nothing")
+	require.Equal(t, int64(2), a.Fired())
+	js = js[1:] // oldest first below
 	require.Equal(t, engine.SourceEvent, js[0].Source)
 	require.Equal(t, "command.hello", js[0].Pipeline)
 	it, err := s.ListItems(t.Context(), &engine.ListItemsParams{JobID: js[0].ID, Limit: 1, WithInput: true})
