@@ -152,3 +152,52 @@ func TestCommandExitCodesMapToClasses(t *testing.T) {
 	_, err = missing.Run(t.Context(), engine.RunSpec{})
 	require.Equal(t, engine.ClassPermanent, engine.ClassOf(err))
 }
+
+// Through the runner: the command processor records the exit code and the
+// output tails with the attempt; a stage naming an undefined command is
+// refused (ERROR, permanent) without running anything.
+func TestCommandProcessorInRunner(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	_, err := engine.ApplyDefinition(t.Context(), s, &engine.Definition{Key: "fail", Executable: "/bin/sh",
+		Args: []string{"-c", "echo out-line; echo err-line >&2; exit 3"}, PermanentExitCodes: []int{3}}, time.Now())
+	require.NoError(t, err)
+	reg := engine.NewRegistry()
+	reg.Register(engine.CommandKind, engine.NewCommandFactory(engine.CommandProcessorConfig{Definitions: s, WorkDir: t.TempDir()}))
+	_, err = s.PutPipeline(t.Context(), &engine.PutPipelineParams{Pipeline: &engine.Pipeline{Name: "ghost",
+		Stages: []engine.Stage{{Processor: engine.CommandKind, Config: json.RawMessage(`{"definition":"ghost"}`)}}}, Now: time.Now()})
+	require.NoError(t, err)
+	failJob, err := engine.StartJob(t.Context(), s, nil, engine.JobRequest{Definition: "fail", Now: time.Now()})
+	require.NoError(t, err)
+	ghostJob, err := engine.StartJob(t.Context(), s, nil, engine.JobRequest{Pipeline: "ghost", Payload: json.RawMessage(`{"a":"1"}`), Now: time.Now()})
+	require.NoError(t, err)
+	r, err := engine.NewRunner(engine.RunnerConfig{Store: s, Registry: reg, Drain: true})
+	require.NoError(t, err)
+	_, err = r.Run(t.Context())
+	require.NoError(t, err)
+
+	page, err := s.ListItems(t.Context(), &engine.ListItemsParams{JobID: failJob.ID, Limit: 1})
+	require.NoError(t, err)
+	it := page.Items[0]
+	require.Equal(t, engine.ItemError, it.Status)
+	require.Equal(t, 1, it.Attempts, "a permanent exit code is not retried")
+	at := attempts(t, s, it.ID)
+	require.Len(t, at, 1)
+	require.Equal(t, engine.ClassPermanent, at[0].ErrorClass)
+	var detail struct {
+		ExitCode   int    `json:"exitCode"`
+		StdoutTail string `json:"stdoutTail"`
+		StderrTail string `json:"stderrTail"`
+		PID        int    `json:"pid"`
+	}
+	require.NoError(t, json.Unmarshal(at[0].Detail, &detail), "%s", at[0].Detail)
+	require.Equal(t, 3, detail.ExitCode)
+	require.Equal(t, "out-line\n", detail.StdoutTail)
+	require.Equal(t, "err-line\n", detail.StderrTail)
+	require.Positive(t, detail.PID)
+
+	page, err = s.ListItems(t.Context(), &engine.ListItemsParams{JobID: ghostJob.ID, Limit: 1})
+	require.NoError(t, err)
+	require.Equal(t, engine.ItemError, page.Items[0].Status)
+	require.Contains(t, page.Items[0].LastError, `command "ghost" is not defined (refused)`)
+}
