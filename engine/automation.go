@@ -28,10 +28,15 @@ type AutomationStore interface {
 	// ListTriggers returns triggers ordered by name, of one kind when
 	// p.Kind is set, for one event when p.Event is set.
 	ListTriggers(ctx context.Context, p *ListTriggersParams) ([]*Trigger, error)
-	// FireTriggers records fires, each in its own savepoint of one
-	// transaction (see Fire). A fire whose trigger is gone, or whose Due no
-	// longer equals the stored NextFireAt (another scheduler, or this one
-	// before a restart, already handled it) changes nothing: Fired false.
+	// FireTriggers records fires in one transaction, in order, and returns
+	// one result per fire. A schedule fire moves the trigger's NextFireAt
+	// from Due to Next only when it still equals Due: a fire whose trigger
+	// is gone or whose Due was already handled (by another scheduler, or by
+	// this one before a restart) changes nothing (Fired false). A fired
+	// trigger's job is enqueued as EnqueueJob does in the same transaction,
+	// or, when its dedupe key is held (ErrDuplicate), not: Deduped, and the
+	// fire still counts. The trigger records LastFireAt (Due; now for event
+	// fires), LastResult ("job", "deduped", "skipped") and LastJobID.
 	FireTriggers(ctx context.Context, fires []Fire, now time.Time) ([]FireResult, error)
 
 	// AcquireLeadership makes p.Holder the holder of the named lease
