@@ -152,6 +152,7 @@ Environment:
 		newStateCmd(g, "cancel"), newDeleteCmd(g), newPipelineCmd(g), newPipelinesCmd(g),
 		newHostsCmd(g), newStatsCmd(g),
 		newSourceCmd(g), newSourcesCmd(g),
+		newDefinitionCmd(g), newDefinitionsCmd(g), newTriggerCmd(g), newTriggersCmd(g), newWorkersCmd(g),
 		newBenchCmd(g), newVersionCmd(g),
 	)
 	for _, c := range root.Commands() {

@@ -54,6 +54,11 @@ func newBenchCmd(g *globals) *cobra.Command {
   export      a job of --rows DONE items with 10 result fields (built once:
               ingest, then the noop pipeline) exported to CSV and to XLSX by
               'sluice export' in child processes (wall time, peak RSS)
+  schedule    one @every 1s trigger under the scheduler for 10 s: job created
+              minus due time
+  event       200 job.finished events with one event trigger: publish to the
+              job committed
+  schedulercpu 1,000 @every 1s triggers for 20 s: the process's CPU share
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -65,8 +70,8 @@ Run one or some with --only ingest,keyset.`,
 					case "ingest", "throughput", "latency", "keyset", "apipages", "upload", "export":
 						want[s] = true
 					default:
-						if !isProcessorBench(s) {
-							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s)", s, strings.Join(processorBenchNames, ", "))
+						if !isProcessorBench(s) && !isAutomationBench(s) {
+							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s, %s)", s, strings.Join(processorBenchNames, ", "), strings.Join(automationBenchNames, ", "))
 						}
 						want[s] = true
 					}
@@ -130,6 +135,11 @@ Run one or some with --only ingest,keyset.`,
 			}
 			if err := run("export", b.export); err != nil {
 				return err
+			}
+			for _, ab := range b.automationBenches() {
+				if err := run(ab.name, ab.fn); err != nil {
+					return err
+				}
 			}
 			if asJSON {
 				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})

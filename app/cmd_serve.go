@@ -126,6 +126,7 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 			return err
 		}
 	}
+	defer env.runAutomation(ctx, runner)() // triggers, scheduler, heartbeat
 	srv, err := api.New(api.Config{
 		Store: env.Store, Ingester: ing, Runner: runner, Hosts: env.Hosts, Lease: env.Tuning.Lease, Notifier: env.Notifier, Log: env.Log,
 		Registry: env.Registry, DataDir: env.Data, MaxUploadBytes: f.maxUploadMB << 20, PendingView: f.pendingView,

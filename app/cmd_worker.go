@@ -34,7 +34,8 @@ With --drain the worker exits once no item is PROCESSING and none is PENDING
 					return err
 				}
 				if ing, err := env.Ingester(); err == nil && !drain {
-					defer env.runSources(ctx, ing)() // watched folders: files dropped become jobs
+					defer env.runSources(ctx, ing)()  // watched folders: files dropped become jobs
+					defer env.runAutomation(ctx, r)() // triggers, scheduler, heartbeat
 				}
 				env.Log.Info("worker started", "worker_id", r.WorkerID(), "data", env.Data, "drain", drain)
 				sum, err := r.Run(ctx)

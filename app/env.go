@@ -158,6 +158,11 @@ type Env struct {
 	// Hosts paces every http stage of this process per host.
 	Hosts  *hostlimit.Limiter
 	Tuning Tuning
+	// Events carries this process's events to its event triggers.
+	Events *engine.Events
+	// WorkerID names this process in leases, heartbeats and the scheduler
+	// lease: host:pid:boot.
+	WorkerID string
 }
 
 func (g *globals) open(ctx context.Context) (*Env, error) {
@@ -182,8 +187,9 @@ func (g *globals) open(ctx context.Context) (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store in %s: %w", g.data, err)
 	}
-	reg, hosts := newRegistry(g.data)
-	env := &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: reg, Hosts: hosts, Tuning: tuning}
+	reg, hosts := newRegistry(g.data, store)
+	env := &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: reg, Hosts: hosts, Tuning: tuning,
+		Events: engine.NewEvents(), WorkerID: newWorkerID()}
 	if err := env.ensureBuiltins(ctx); err != nil {
 		store.Close()
 		return nil, err
@@ -207,12 +213,14 @@ func (e *Env) ensureBuiltins(ctx context.Context) error {
 
 // newRegistry returns the processors this binary offers; thumbnails go
 // under the data directory.
-func newRegistry(data string) (*engine.Registry, *hostlimit.Limiter) {
+func newRegistry(data string, defs engine.DefinitionGetter) (*engine.Registry, *hostlimit.Limiter) {
 	reg := engine.NewRegistry()
 	// One limiter per process: every http stage to a host shares its pace.
 	hosts := hostlimit.New(hostlimit.Config{})
 	reg.Register(httpproc.Kind, httpproc.NewFactory(hosts))
 	reg.Register("image", imageproc.New(imageproc.Config{ThumbDir: filepath.Join(data, "thumbs")}))
+	reg.Register(engine.CommandKind, engine.NewCommandFactory(engine.CommandProcessorConfig{
+		Definitions: defs, WorkDir: filepath.Join(data, "commands")}))
 	return reg, hosts
 }
 
@@ -247,7 +255,8 @@ func (e *Env) Close() error { return e.Store.Close() }
 
 // Ingester returns an ingester on this env.
 func (e *Env) Ingester() (*engine.Ingester, error) {
-	return engine.NewIngester(engine.IngesterConfig{Store: e.Store, Notifier: e.Notifier, Logger: e.Log, Batch: e.Tuning.Ingest})
+	return engine.NewIngester(engine.IngesterConfig{Store: e.Store, Notifier: e.Notifier, Logger: e.Log, Batch: e.Tuning.Ingest,
+		Events: e.Events})
 }
 
 // Runner returns a runner on this env.
@@ -256,7 +265,7 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 		concurrency = e.Tuning.Concurrency
 	}
 	return engine.NewRunner(engine.RunnerConfig{
-		Store: e.Store, Registry: e.Registry, Notifier: e.Notifier, Logger: e.Log,
+		Store: e.Store, Registry: e.Registry, Notifier: e.Notifier, Logger: e.Log, WorkerID: e.WorkerID, Events: e.Events,
 		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
 		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter,
 		MaxInFlightPerJob: e.Tuning.MaxInFlightPerJob, MaxInFlightPerUser: e.Tuning.MaxInFlightPerUser,
@@ -266,6 +275,6 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 
 // processorKinds lists the processors this binary offers.
 func processorKinds() string {
-	reg, _ := newRegistry("")
+	reg, _ := newRegistry("", nil)
 	return reg.KindList()
 }

@@ -18,7 +18,7 @@ const sourceReload = 5 * time.Second
 
 // taker returns the ledger path every source takes files through.
 func (e *Env) taker(ing *engine.Ingester) *engine.Taker {
-	return &engine.Taker{Store: e.Store, Ingester: ing, Log: e.Log,
+	return &engine.Taker{Store: e.Store, Ingester: ing, Log: e.Log, Events: e.Events,
 		TempDir: filepath.Join(e.Data, "tmp", "sources")}
 }
 

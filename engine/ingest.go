@@ -23,6 +23,7 @@ type Ingester struct {
 	clock    Clock
 	log      *slog.Logger
 	cfg      adapt.IngestConfig
+	events   *Events
 
 	// A small cache keeps two catalogue reads off every small enqueue:
 	// the default user never changes; pipelines are re-read after
@@ -44,6 +45,9 @@ type IngesterConfig struct {
 	Clock    Clock
 	Logger   *slog.Logger
 	Batch    adapt.IngestConfig
+	// Events, when set, receives job.failed for an input that could not
+	// be read.
+	Events *Events
 }
 
 // NewIngester validates the configuration and returns an ingester.
@@ -61,7 +65,7 @@ func NewIngester(c IngesterConfig) (*Ingester, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Ingester{store: c.Store, notifier: c.Notifier, clock: c.Clock, log: c.Logger.WithGroup("ingest"), cfg: batch,
+	return &Ingester{store: c.Store, notifier: c.Notifier, clock: c.Clock, log: c.Logger.WithGroup("ingest"), cfg: batch, events: c.Events,
 		pipelines: map[string]cachedPipeline{}}, nil
 }
 
@@ -174,6 +178,7 @@ func (g *Ingester) IngestCSV(ctx context.Context, req IngestRequest) (*IngestRes
 		failed, ferr := g.store.FailJob(context.WithoutCancel(ctx), &FailJobParams{JobID: job.ID, Reason: reason, Now: g.clock.Now()})
 		if ferr == nil {
 			res.Job = failed
+			g.events.Publish(JobEvent(EventJobFailed, failed, g.clock.Now()))
 		}
 		// The caller gets the error; this is the log's record of it.
 		log.Info("ingest failed", "reason", reason, "rows", res.Rows)

@@ -65,6 +65,8 @@ type RunnerConfig struct {
 	Seed uint64
 	// OnJobFinished, when set, is called after a job became DONE.
 	OnJobFinished func(jobID int64)
+	// Events, when set, receives job.finished, job.failed and item.dead.
+	Events *Events
 }
 
 // Runner claims items, processes them with bounded concurrency and writes
@@ -308,4 +310,12 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	stopBg()
 	bg.Wait()
 	return r.Summary(), err
+}
+
+// InFlight is the number of items this runner holds (claimed, running or
+// waiting for their outcome to be written).
+func (r *Runner) InFlight() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.inflight)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -79,6 +80,10 @@ func (r *Runner) flush(batch []Outcome) {
 			c, _ := r.stats.byClass.LoadOrStore(o.ErrorClass, new(atomic.Int64))
 			c.(*atomic.Int64).Add(1)
 		}
+		if o.Status == ItemError && r.cfg.Events.Active() {
+			r.cfg.Events.Publish(Event{Name: EventItemDead, Subject: fmt.Sprintf("item:%d", o.ItemID), At: r.clock.Now(),
+				Data: map[string]any{"itemId": o.ItemID, "jobId": o.JobID, "error": o.Error, "errorClass": string(o.ErrorClass)}})
+		}
 		for k, st := range ItemStatuses {
 			if st == o.Status {
 				r.stats.byStatus[k].Add(1)
@@ -91,6 +96,23 @@ func (r *Runner) flush(batch []Outcome) {
 		if r.cfg.OnJobFinished != nil {
 			r.cfg.OnJobFinished(id)
 		}
+		if r.cfg.Events.Active() {
+			r.publishFinished(ctx, id)
+		}
+	}
+}
+
+// publishFinished publishes job.finished for a job that became DONE, and
+// job.failed as well when some of its items failed.
+func (r *Runner) publishFinished(ctx context.Context, id int64) {
+	j, err := r.store.GetJob(ctx, id)
+	if err != nil {
+		r.log.Warn("job finished: read job for its event", "job_id", id, "err", err)
+		return
+	}
+	r.cfg.Events.Publish(JobEvent(EventJobFinished, j, r.clock.Now()))
+	if j.Counts.Failed() > 0 {
+		r.cfg.Events.Publish(JobEvent(EventJobFailed, j, r.clock.Now()))
 	}
 }
 

@@ -182,6 +182,9 @@ type Taker struct {
 	// RecoverAfter is how old a claim must be before Recover settles it
 	// (another process may be between its claim and its job). 0 = 1 min.
 	RecoverAfter time.Duration
+	// Events, when set, receives source.file.ingested for every object
+	// that became a job.
+	Events *Events
 }
 
 // TakeRequest is one stable object to take.
@@ -293,6 +296,12 @@ func (t *Taker) finish(ctx context.Context, res *TakeResult, log *slog.Logger, j
 		return res, err
 	}
 	res.Object, res.Job = obj, job
+	if ingestErr == nil && job != nil {
+		t.Events.Publish(Event{Name: EventFileIngested, Subject: SourceObjectRef(obj.ID), At: t.now(), Data: map[string]any{
+			"source": obj.Source, "key": obj.Key, "size": obj.Size, "sha256": sum, "jobId": job.ID,
+			"pipeline": job.Pipeline, "rows": job.TotalItems, "objectId": obj.ID,
+		}})
+	}
 	return res, nil
 }
 

@@ -22,6 +22,7 @@ type Store interface {
 	AccountStore
 	HostRateStore
 	SourceStore
+	AutomationStore
 
 	// PutPipeline creates or replaces a pipeline by name, bumping its
 	// version, and returns the stored pipeline.
@@ -38,7 +39,10 @@ type Store interface {
 	CreateJob(ctx context.Context, p *CreateJobParams) (*Job, error)
 	// EnqueueJob creates a job with all its items in one transaction,
 	// QUEUED at once (DONE when no item is PENDING): the path for small
-	// submissions (API item lists, triggers) where latency matters.
+	// submissions (API item lists, triggers) where latency matters. With a
+	// DedupeKey it returns ErrDuplicate (wrapped) instead when another job
+	// holds the key (CreateJobParams.DedupeKey); a unique index on the
+	// unfinished jobs' keys backs this against concurrent writers.
 	EnqueueJob(ctx context.Context, p *EnqueueJobParams) (*Job, error)
 	// InsertItems appends a batch of items to an INGESTING job in one
 	// transaction, bumping the job's counters and heartbeat in it. Items
@@ -178,7 +182,12 @@ type CreateJobParams struct {
 	MaxAttempts int
 	// RequestCap is the pipeline's spending cap (0 = none).
 	RequestCap int64
-	Now        time.Time
+	// DedupeKey, when set, makes EnqueueJob refuse (ErrDuplicate) while a
+	// job with the same key is not finished (INGESTING, QUEUED, RUNNING or
+	// PAUSED) or was created less than DedupeWindow before Now.
+	DedupeKey    string
+	DedupeWindow time.Duration
+	Now          time.Time
 }
 
 // EnqueueJobParams are the arguments of Store.EnqueueJob.

@@ -60,6 +60,14 @@ func TestAccessMatrix(t *testing.T) {
 			if strings.HasPrefix(path, "/api/sources/") {
 				path = strings.ReplaceAll(path, "{name}", "drop")
 			}
+			path = strings.ReplaceAll(path, "{key}", "matrix")
+			if rt.Pattern == "/api/triggers/{name}" {
+				tr := &engine.Trigger{Name: "gone" + strconv.Itoa(n), Kind: engine.TriggerEvent, Event: engine.EventJobFinished,
+					Pipeline: engine.DefaultPipeline, Enabled: true}
+				_, err := h.st.CreateTrigger(t.Context(), tr, time.Now())
+				require.NoError(t, err)
+				path = strings.ReplaceAll(path, "{name}", tr.Name)
+			}
 			path = strings.ReplaceAll(path, "{name}", engine.DefaultPipeline)
 			if strings.HasSuffix(path, "/kickoff") {
 				path += "?durationMs=100"
@@ -76,6 +84,12 @@ func TestAccessMatrix(t *testing.T) {
 				req.body, req.ctype = []byte(`{"name":"u`+strconv.Itoa(n)+`"}`), "application/json"
 			case rt.Pattern == "/api/login":
 				req.body, req.ctype = []byte(`{"name":"owner","password":"`+h.ownerPassword+`"}`), "application/json"
+			case strings.HasPrefix(rt.Pattern, "/api/definitions/{key}/run"):
+				req.body, req.ctype = []byte(`{"payload":{"n":1}}`), "application/json"
+			case strings.HasPrefix(rt.Pattern, "/api/definitions") && rt.Method != "GET":
+				req.body, req.ctype = []byte(`{"key":"matrix","executable":"/bin/true"}`), "application/json"
+			case rt.Pattern == "/api/triggers" && rt.Method == "POST":
+				req.body, req.ctype = []byte(`{"name":"t`+strconv.Itoa(n)+`","kind":"event","event":"job.finished","pipeline":"noop"}`), "application/json"
 			case rt.Method == "PUT":
 				req.body, req.ctype = []byte(`{"stages":[{"processor":"noop"}]}`), "application/json"
 			}

@@ -390,6 +390,22 @@ func TestUI(t *testing.T) {
 		within(30*time.Second, waitJS(`(document.querySelector("table.sources tr[data-source=inbox]")?.textContent ?? "").includes("folder not found")`)),
 	)
 
+	// Triggers show the next fire time in the trigger's own zone; Workers
+	// flag a worker whose heartbeat stopped.
+	_, err = engine.AddTrigger(context.Background(), s.st, &engine.Trigger{Name: "nightly", Kind: engine.TriggerSchedule,
+		Cron: "30 2 * * *", TZ: "America/New_York", Pipeline: engine.DefaultPipeline}, time.Now())
+	must(t, err)
+	must(t, s.st.HeartbeatWorker(context.Background(), &engine.Worker{ID: "old:1:gone", Host: "old", PID: 1, Version: "v0",
+		StartedAt: time.Now().Add(-time.Hour)}, time.Now().Add(-time.Minute)))
+	step(t, ctx, "12c-triggers",
+		chromedp.Click(chromedp.CSS(`nav a[href="/triggers"]`)),
+		within(30*time.Second, waitJS(`/ 02:30:00 E[SD]T$/.test(document.querySelector("table.triggers tr[data-trigger=nightly] .next-fire")?.textContent ?? "")`)),
+	)
+	step(t, ctx, "12d-workers",
+		chromedp.Click(chromedp.CSS(`nav a[href="/workers"]`)),
+		within(30*time.Second, waitJS(`(document.querySelector('table.workers tr[data-worker="old:1:gone"]')?.textContent ?? "").includes("STALE")`)),
+	)
+
 	// The theme toggle: auto, light, dark.
 	step(t, ctx, "13-dark",
 		chromedp.Click(chromedp.CSS(`nav a[href="/"]`)),

@@ -11,6 +11,7 @@ import { jobPage } from "./pages/job";
 import { pendingPage } from "./pages/pending";
 import { pipelinesPage } from "./pages/pipelines";
 import { healthPage } from "./pages/health";
+import { definitionsPage, triggersPage, workersPage } from "./pages/automation";
 import { soonPage } from "./pages/soon";
 import { sourcesPage } from "./pages/sources";
 
@@ -29,7 +30,9 @@ const navItems: [string, string, boolean][] = [
   ["/pipelines", "Pipelines", false],
   ["/health", "Health", false],
   ["/sources", "Sources", false],
-  ["/triggers", "Triggers", true],
+  ["/definitions", "Commands", false],
+  ["/triggers", "Triggers", false],
+  ["/workers", "Workers", false],
 ];
 const nav = h(
   "nav",
@@ -145,8 +148,10 @@ setRoutes(
     { path: /^\/pipelines(?:\/([^/]+))?$/, render: guard((m) => pipelinesPage(m[1] ? decodeURIComponent(m[1]) : null, session!)) },
     { path: /^\/health$/, render: guard(() => healthPage()) },
     { path: /^\/sources$/, render: guard(() => sourcesPage(session!)) },
-    { path: /^\/(triggers)$/, render: guard((m) => soonPage(m[1])) },
-    { path: /.*/, render: guard(() => soonPage("")) },
+    { path: /^\/definitions$/, render: guard(() => definitionsPage()) },
+    { path: /^\/triggers$/, render: guard(() => triggersPage(session!)) },
+    { path: /^\/workers$/, render: guard(() => workersPage()) },
+    { path: /.*/, render: guard(() => soonPage()) },
   ],
   render,
 );

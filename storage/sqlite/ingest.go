@@ -165,23 +165,29 @@ func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*en
 	var id int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		id, err = s.insertJobRow(ctx, tx, &p.Job)
-		if err != nil {
-			return err
-		}
-		now := ms(p.Job.Now)
-		r, err := s.insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, 0, p.Items, now)
-		if err != nil {
-			return err
-		}
-		first := sql.NullInt64{Int64: r.firstID, Valid: r.firstID != 0}
-		_, err = tx.StmtContext(ctx, s.enqueueDone).ExecContext(ctx, r.pending, r.skipped, r.pending+r.skipped, first, r.lastID, r.lastSeq, r.pending, r.pending, now, id)
+		id, err = s.enqueueJob(ctx, tx, p)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue job: %w", err)
 	}
 	return s.writerJob(ctx, id)
+}
+
+// enqueueJob is EnqueueJob in the caller's transaction.
+func (s *Store) enqueueJob(ctx context.Context, tx *sql.Tx, p *engine.EnqueueJobParams) (int64, error) {
+	id, err := s.insertJobRow(ctx, tx, &p.Job)
+	if err != nil {
+		return 0, err
+	}
+	now := ms(p.Job.Now)
+	r, err := s.insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, 0, p.Items, now)
+	if err != nil {
+		return 0, err
+	}
+	first := sql.NullInt64{Int64: r.firstID, Valid: r.firstID != 0}
+	_, err = tx.StmtContext(ctx, s.enqueueDone).ExecContext(ctx, r.pending, r.skipped, r.pending+r.skipped, first, r.lastID, r.lastSeq, r.pending, r.pending, now, id)
+	return id, err
 }
 
 const enqueueDoneSQL = `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,

@@ -376,8 +376,8 @@ func placeholders(n int) string {
 }
 
 const insertJobSQL = `INSERT INTO jobs (user_id, pipeline, name, source, source_ref, file_id, queue_state,
-		priority, max_attempts, request_cap, request_limit, last_heartbeat, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+		priority, max_attempts, request_cap, request_limit, last_heartbeat, created_at, updated_at, dedupe_key)
+	VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 
 // insertJobRow inserts a job row in state INGESTING and returns its id.
 func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int64, error) {
@@ -393,11 +393,52 @@ func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJo
 	if p.FileID != 0 {
 		fileID = sql.NullInt64{Int64: p.FileID, Valid: true}
 	}
+	if err := s.checkDedupe(ctx, tx, p); err != nil {
+		return 0, err
+	}
 	var id int64
 	err := tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
 		p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
-		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now)).Scan(&id)
+		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now), nullStr(p.DedupeKey)).Scan(&id)
+	if err != nil && p.DedupeKey != "" && strings.Contains(err.Error(), "UNIQUE constraint failed") {
+		return 0, engine.ErrDuplicate
+	}
 	return id, err
+}
+
+// The dedupe probes: an unfinished job with the key (the partial unique
+// index), a job with the key created after a time (jobs_dedupe_created).
+const (
+	dedupeActiveSQL = `SELECT 1 FROM jobs WHERE dedupe_key = ?
+		AND queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED') LIMIT 1`
+	dedupeWindowSQL = `SELECT 1 FROM jobs WHERE dedupe_key = ? AND created_at > ? LIMIT 1`
+)
+
+// checkDedupe returns ErrDuplicate when another job holds p.DedupeKey: it is
+// unfinished, or was created within p.DedupeWindow before p.Now.
+func (s *Store) checkDedupe(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) error {
+	if p.DedupeKey == "" {
+		return nil
+	}
+	var one int
+	err := s.txQueryRow(ctx, tx, dedupeActiveSQL, p.DedupeKey).Scan(&one)
+	if err == nil {
+		return engine.ErrDuplicate
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return err
+	}
+	if p.DedupeWindow <= 0 {
+		return nil
+	}
+	err = s.txQueryRow(ctx, tx, dedupeWindowSQL, p.DedupeKey, ms(p.Now.Add(-p.DedupeWindow))).Scan(&one)
+	if err == nil {
+		return engine.ErrDuplicate
+	}
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return err
 }
 
 // skipPending turns a job's PENDING items into SKIPPED with a reason, with

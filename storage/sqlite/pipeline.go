@@ -48,28 +48,46 @@ func (s *Store) PutPipeline(ctx context.Context, p *engine.PutPipelineParams) (*
 
 // GetPipeline returns a pipeline by name.
 func (s *Store) GetPipeline(ctx context.Context, name string) (*engine.Pipeline, error) {
-	var spec string
-	var version int
-	var updated int64
-	err := s.r.QueryRowContext(ctx, `SELECT spec, version, updated_at FROM pipelines WHERE name = ?`, name).
-		Scan(&spec, &version, &updated)
+	p, err := getSpec(ctx, s.r, `SELECT spec, version, updated_at FROM pipelines WHERE name = ?`, name, decodePipeline)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, notFound("pipeline", name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get pipeline %s: %w", name, err)
 	}
-	return decodePipeline(spec, version, updated)
+	return p, nil
 }
 
 // ListPipelines returns every pipeline by name.
 func (s *Store) ListPipelines(ctx context.Context) ([]*engine.Pipeline, error) {
-	rows, err := s.r.QueryContext(ctx, `SELECT spec, version, updated_at FROM pipelines ORDER BY name`)
+	out, err := listSpecs(ctx, s.r, `SELECT spec, version, updated_at FROM pipelines ORDER BY name`, decodePipeline)
 	if err != nil {
 		return nil, fmt.Errorf("list pipelines: %w", err)
 	}
+	return out, nil
+}
+
+// getSpec reads one versioned JSON spec (spec, version, updated_at): a
+// pipeline or a command definition. No row is sql.ErrNoRows.
+func getSpec[T any](ctx context.Context, db *sql.DB, query string, key string, decode func(string, int, int64) (T, error)) (T, error) {
+	var spec string
+	var version int
+	var updated int64
+	if err := db.QueryRowContext(ctx, query, key).Scan(&spec, &version, &updated); err != nil {
+		var zero T
+		return zero, err
+	}
+	return decode(spec, version, updated)
+}
+
+// listSpecs reads versioned JSON specs in the query's order.
+func listSpecs[T any](ctx context.Context, db *sql.DB, query string, decode func(string, int, int64) (T, error)) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
-	var out []*engine.Pipeline
+	var out []T
 	for rows.Next() {
 		var spec string
 		var version int
@@ -77,11 +95,11 @@ func (s *Store) ListPipelines(ctx context.Context) ([]*engine.Pipeline, error) {
 		if err := rows.Scan(&spec, &version, &updated); err != nil {
 			return nil, err
 		}
-		p, err := decodePipeline(spec, version, updated)
+		v, err := decode(spec, version, updated)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, p)
+		out = append(out, v)
 	}
 	return out, rows.Err()
 }

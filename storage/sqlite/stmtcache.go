@@ -59,3 +59,31 @@ func (r cachedReader) QueryRowContext(ctx context.Context, query string, args ..
 	}
 	return st.QueryRowContext(ctx, args...)
 }
+
+// lookup returns a cached statement without preparing one.
+func (c *stmtCache) lookup(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.m[query]
+}
+
+// writeCachedSQL are the write-connection statements prepared at open
+// (see prepare) and run by txExec and txQueryRow.
+var writeCachedSQL = []string{fireDueSQL, fireEventSQL, fireResultSQL, dedupeActiveSQL, dedupeWindowSQL, activeDedupeSQL}
+
+// txExec runs a statement prepared at open in tx (unprepared when it is
+// not one of writeCachedSQL).
+func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if st := s.writes.lookup(query); st != nil {
+		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+// txQueryRow is txExec for a single-row read.
+func (s *Store) txQueryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if st := s.writes.lookup(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
+}

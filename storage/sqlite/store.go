@@ -85,6 +85,9 @@ type Store struct {
 	cp *checkpointer
 	// reads caches prepared statements of the read pool.
 	reads stmtCache
+	// writes caches prepared statements of the write connection, for
+	// statements run many times in one transaction (trigger fires).
+	writes stmtCache
 
 	closeOnce sync.Once
 	closeErr  error
@@ -133,6 +136,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	w.SetConnMaxIdleTime(0)
 
 	s := &Store{path: path, w: w, sync: opts.Synchronous}
+	s.writes.db = w
 	if err := s.migrate(ctx); err != nil {
 		w.Close()
 		return nil, err
@@ -196,6 +200,14 @@ func (s *Store) prepare(ctx context.Context) error {
 		}
 		*p.dst = st
 	}
+	// Statements of the write connection run many times per transaction
+	// are prepared here: preparing on the pool inside a transaction would
+	// wait for the one connection the transaction holds.
+	for _, q := range writeCachedSQL {
+		if _, err := s.writes.get(ctx, q); err != nil {
+			return fmt.Errorf("prepare: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -217,6 +229,7 @@ func (s *Store) close() error {
 		errs = append(errs, s.dv.Close())
 	}
 	s.reads.close()
+	s.writes.close()
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}

@@ -54,6 +54,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"accounts", accountTests},
 		{"hostrates", hostRateTests},
 		{"sources", sourceTests},
+		{"automation", automationTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -3,9 +3,10 @@
 // and "Scan now" for admins (GET /api/sources, POST .../scan).
 
 import * as api from "../api";
-import { h, replace } from "../dom";
+import { h } from "../dom";
 import * as fmt from "../format";
-import { notice, type Page } from "../ui";
+import { listPage, type Notice } from "../listpage";
+import type { Page } from "../ui";
 
 interface Source {
   name: string;
@@ -27,23 +28,14 @@ interface ScanResult {
 }
 
 export function sourcesPage(me: api.Me): Page {
-  const note = notice();
-  const tbody = h("tbody");
-  const empty = h(
-    "p",
-    { class: "muted", hidden: true },
-    "No sources yet. Add a watched folder with: sluice source add folder NAME --path DIR --pipeline PIPELINE",
-  );
   const admin = me.user.role === "admin";
-  let timer = 0;
-  let stopped = false;
 
-  async function scan(name: string, button: HTMLButtonElement): Promise<void> {
+  async function scan(name: string, button: HTMLButtonElement, reload: () => Promise<void>, note: Notice): Promise<void> {
     button.disabled = true;
     try {
       const r = await api.post<ScanResult>(`/api/sources/${encodeURIComponent(name)}/scan`);
       note.info(`${name}: ${fmt.int(r.seen ?? 0)} files seen, ${fmt.int(r.ingested ?? 0)} ingested, ${fmt.int(r.failed ?? 0)} failed.`);
-      await load();
+      await reload();
     } catch (e) {
       note.error(e);
     } finally {
@@ -51,9 +43,9 @@ export function sourcesPage(me: api.Me): Page {
     }
   }
 
-  function row(s: Source): HTMLElement {
+  function row(s: Source, reload: () => Promise<void>, note: Notice): HTMLElement {
     const scanB = h("button", { type: "button", "aria-label": `Scan ${s.name} now` }, "Scan now") as HTMLButtonElement;
-    scanB.onclick = () => void scan(s.name, scanB);
+    scanB.onclick = () => void scan(s.name, scanB, reload, note);
     return h(
       "tr",
       { "data-source": s.name },
@@ -71,37 +63,13 @@ export function sourcesPage(me: api.Me): Page {
     );
   }
 
-  async function load(): Promise<void> {
-    try {
-      const r = await api.get<{ sources: Source[] }>("/api/sources");
-      if (stopped) return;
-      replace(tbody, ...r.sources.map(row));
-      empty.hidden = r.sources.length > 0;
-    } catch (e) {
-      note.error(e);
-    }
-  }
-  async function poll(): Promise<void> {
-    await load();
-    if (!stopped) timer = window.setTimeout(poll, 5000);
-  }
-  void poll();
-
-  const head = ["Name", "Kind", "Path", "Pipeline", "After ingest", "Enabled", "Last look", "Last error", "Ingested", "Failed", ""];
-  return {
+  return listPage<Source>({
     title: "Sources",
-    el: h(
-      "section",
-      { class: "page" },
-      h("h1", null, "Sources"),
-      h("p", { class: "muted" }, "Folders that feed jobs by themselves: every stable CSV or XLSX file dropped there becomes a job, once."),
-      note.el,
-      h("table", { class: "sources" }, h("thead", null, h("tr", null, ...head.map((t) => h("th", { scope: "col" }, t)))), tbody),
-      empty,
-    ),
-    destroy() {
-      stopped = true;
-      clearTimeout(timer);
-    },
-  };
+    intro: "Folders that feed jobs by themselves: every stable CSV or XLSX file dropped there becomes a job, once.",
+    empty: "No sources yet. Add a watched folder with: sluice source add folder NAME --path DIR --pipeline PIPELINE",
+    cls: "sources",
+    head: ["Name", "Kind", "Path", "Pipeline", "After ingest", "Enabled", "Last look", "Last error", "Ingested", "Failed", ""],
+    load: async () => (await api.get<{ sources: Source[] }>("/api/sources")).sources,
+    row,
+  });
 }
