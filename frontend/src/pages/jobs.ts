@@ -3,6 +3,7 @@
 // chosen with the file picker.
 
 import * as api from "../api";
+import { inDesktop, onDropped } from "../desktop";
 import { h, replace } from "../dom";
 import * as fmt from "../format";
 import { link, notice, progress, progressText, stateChip, type Page } from "../ui";
@@ -140,8 +141,20 @@ export function jobsPage(): Page {
     depth = 0;
     drop.classList.remove("on");
     const files = Array.from(e.dataTransfer?.files ?? []);
-    if (files.length) void send(files);
+    // In the desktop window Go takes dropped files by path (showDropped).
+    if (files.length && !inDesktop()) void send(files);
   };
+  // showDropped lists what became of files dropped on the desktop window.
+  const offDropped = onDropped((files) => {
+    for (const f of files) {
+      const name = h("strong", null, f.file.split(/[\\/]/).pop() ?? f.file);
+      uploads.prepend(
+        f.jobId && !f.error
+          ? h("li", null, name, " stored as ", link(`/jobs/${f.jobId}`, `job ${f.jobId}`), ` (${f.items ?? 0} items)`)
+          : h("li", null, name, " ", h("span", { class: "error" }, f.error ?? "not stored")),
+      );
+    }
+  });
   document.addEventListener("dragenter", onEnter);
   document.addEventListener("dragleave", onLeave);
   document.addEventListener("dragover", onOver);
@@ -199,6 +212,7 @@ export function jobsPage(): Page {
       document.removeEventListener("dragleave", onLeave);
       document.removeEventListener("dragover", onOver);
       document.removeEventListener("drop", onDrop);
+      offDropped();
     },
   };
 }
