@@ -26,7 +26,7 @@ FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/index.ht
 NODE_MODULES := frontend/node_modules/.package-lock.json
 DIST         := frontend/dist/index.html
 
-.PHONY: build desktop desktop-smoke run demo test vet fuzz bench clean frontend frontend-test
+.PHONY: build desktop desktop-smoke run demo test vet fuzz bench bench-ui e2e e2e-fixture clean frontend frontend-test
 
 build: frontend ## the headless binary with the UI embedded, no cgo
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
@@ -56,14 +56,24 @@ frontend-test: $(NODE_MODULES) ## the frontend's unit tests (Vitest)
 	cd frontend && npm test
 
 vet: frontend
-	@test -z "$$(gofmt -l app engine storage adapters build frontend/*.go frontend/e2e main.go)" || { gofmt -l app engine storage adapters build frontend/*.go frontend/e2e main.go; echo 'gofmt needed'; exit 1; }
+	@test -z "$$(gofmt -l app engine storage adapters build frontend/*.go frontend/e2e/fixture main.go)" || { gofmt -l app engine storage adapters build frontend/*.go frontend/e2e/fixture main.go; echo 'gofmt needed'; exit 1; }
 	go vet ./...
+
+e2e-fixture: frontend
+	go build -o build/bin/e2e-fixture ./frontend/e2e/fixture
+
+e2e: e2e-fixture $(NODE_MODULES) ## the browser tests: Playwright drives Debian's chromium through the UI of a real server
+	cd frontend && npm run e2e
+
+bench-ui: e2e-fixture $(NODE_MODULES) ## the UI targets in Chromium (see docs/BENCHMARKS.md)
+	cd frontend && npm run bench-ui
 
 $(SPECTRUM):
 	npm install --silent --no-audit --no-fund --prefix .cache/npm csv-spectrum@1 >/dev/null
 
-test: vet frontend-test $(SPECTRUM) ## every test (the browser test needs chromium), the csv-spectrum cases and a short fuzz run
+test: vet frontend-test $(SPECTRUM) ## every test (the browser tests need chromium), the csv-spectrum cases and a short fuzz run
 	CSV_SPECTRUM_DIR=$(CURDIR)/$(SPECTRUM) go test -count=1 -timeout 30m ./...
+	$(MAKE) e2e
 	$(MAKE) fuzz
 
 fuzz:
