@@ -52,9 +52,9 @@ type desktopSmoke struct {
 	Saved    string        `json:"savedExport"`
 	dropCh   chan []DroppedFile
 	Failures []string `json:"failures"`
-	// Passed names the checks that passed, of smokeChecks.
-	Passed []string       `json:"passed"`
-	Extra  map[string]any `json:"extra,omitempty"`
+	// Passed names the checks that passed, of Checks.
+	Passed []string `json:"passed"`
+	Checks int      `json:"checks"`
 	done   chan struct{}
 }
 
@@ -124,7 +124,7 @@ func (s *desktopSmoke) fail(msg string) {
 }
 
 // smokeChecks is how many checks the smoke test makes.
-const smokeChecks = 5
+const smokeChecks = 6
 
 func (s *desktopSmoke) pass(name string) {
 	s.mu.Lock()
@@ -209,7 +209,21 @@ func (s *desktopSmoke) start(wctx context.Context, d *Desktop) {
 		} else {
 			s.pass("a file dropped on the window became a job")
 		}
-		// 4. Save an export through the binding (the Save dialog answers
+		// 4. The Jobs page lists both new jobs.
+		if s.Upload != nil && len(s.Dropped) == 1 {
+			ids := fmt.Sprintf("[%d,%d]", s.Upload.ID, s.Dropped[0].JobID)
+			wruntime.WindowExecJS(wctx, `(function(){var ids=`+ids+`,t0=Date.now();(function look(){`+
+				`var ok=ids.every(function(id){return !!document.querySelector('table.jobs tr[data-job="'+id+'"]')});`+
+				`if(ok||Date.now()-t0>10000){fetch("/api/me?smoke-listed="+ok);return}setTimeout(look,100)})()})()`)
+			if s.waitFor(ctx, "the Jobs page to list the new jobs", func(e smokeSeen) bool { return strings.Contains(e.URI, "smoke-listed=") }) {
+				if s.sawURI("smoke-listed=true") {
+					s.pass("the Jobs page lists the uploaded and the dropped job")
+				} else {
+					s.fail("the Jobs page did not list the uploaded and the dropped job within 10 s")
+				}
+			}
+		}
+		// 5. Save an export through the binding (the Save dialog answers
 		// with a path in the data directory).
 		target := filepath.Join(s.env.Data, "smoke-export.csv")
 		d.SaveDialogFunc = func(string, string) (string, error) { return target, nil }
@@ -248,6 +262,7 @@ func (s *desktopSmoke) write() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.Requests = s.seen
+	s.Checks = smokeChecks
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err == nil {
 		tmp := s.marker + ".tmp"
@@ -305,6 +320,18 @@ func (w *smokeStatus) code() int {
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
+}
+
+// sawURI reports whether the window requested an address containing part.
+func (s *desktopSmoke) sawURI(part string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.seen {
+		if strings.Contains(e.URI, part) {
+			return true
+		}
+	}
+	return false
 }
 
 // droppedDone hands the outcome of a drop to the check waiting for it.

@@ -44,6 +44,16 @@ export function jobsPage(): Page {
     empty.hidden = rows.size > 0;
   };
 
+  // shown puts a job this page just made at the top at once: the event
+  // stream may not tell of a small job that finished between two of its
+  // looks.
+  const shown = (id: number) => {
+    if (rows.has(id)) return;
+    api.get<api.Job>(`/api/jobs/${id}`).then((j) => {
+      if (!rows.has(j.id)) put(j, true);
+    }, () => {});
+  };
+
   async function load(): Promise<void> {
     try {
       const q = new URLSearchParams({ pageSize: "100" });
@@ -112,6 +122,7 @@ export function jobsPage(): Page {
         });
         bar.value = 100;
         replace(status, "stored as ", link(`/jobs/${r.jobId}`, `job ${r.jobId}`));
+        shown(r.jobId);
       } catch (e) {
         bar.remove();
         status.className = "error";
@@ -147,6 +158,7 @@ export function jobsPage(): Page {
   // showDropped lists what became of files dropped on the desktop window.
   const offDropped = onDropped((files) => {
     for (const f of files) {
+      if (f.jobId) shown(f.jobId);
       const name = h("strong", null, f.file.split(/[\\/]/).pop() ?? f.file);
       uploads.prepend(
         f.jobId && !f.error
