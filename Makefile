@@ -10,6 +10,13 @@ export PATH := /usr/local/go/bin:$(PATH)
 export CGO_ENABLED ?= 0
 
 BIN        := build/bin/sluice
+DESKTOP    := build/bin/sluice-desktop
+# The desktop window needs WebKitGTK: webkit2gtk-4.0 (Debian 12's
+# libwebkit2gtk-4.0-dev), with webkit2_40 when it is 2.40 or newer, so that
+# POST bodies and methods reach Go through the asset server (without a
+# webkit2_* tag Wails sees every request as a body-less GET); webkit2_41
+# where only webkit2gtk-4.1 is installed.
+DESKTOP_WEBKIT := $(shell if pkg-config --atleast-version=2.40 webkit2gtk-4.0 2>/dev/null; then echo ,webkit2_40; elif pkg-config --exists webkit2gtk-4.1 2>/dev/null; then echo ,webkit2_41; fi)
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS    := -s -w -X github.com/sluicehq/sluice/app.Version=$(VERSION)
 SPECTRUM   := .cache/npm/node_modules/csv-spectrum
@@ -19,10 +26,16 @@ FRONTEND_SRC := $(shell find frontend/src -type f 2>/dev/null) frontend/index.ht
 NODE_MODULES := frontend/node_modules/.package-lock.json
 DIST         := frontend/dist/index.html
 
-.PHONY: build run demo test vet fuzz bench clean frontend frontend-test
+.PHONY: build desktop desktop-smoke run demo test vet fuzz bench bench-ui e2e e2e-fixture clean frontend frontend-test
 
 build: frontend ## the headless binary with the UI embedded, no cgo
 	go build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) .
+
+desktop: frontend ## the desktop app (Wails window; needs cgo, GTK 3 and WebKitGTK) in build/bin/sluice-desktop
+	CGO_ENABLED=1 go build -tags 'desktop,production$(DESKTOP_WEBKIT)' -trimpath -ldflags '$(LDFLAGS)' -o $(DESKTOP) .
+
+desktop-smoke: desktop ## the desktop window under Xvfb: it loads, talks to Go, takes a drop; screenshot in build/artifacts/
+	./build/desktop-smoke.sh $(DESKTOP)
 
 run: build ## the server with the UI on ./sluice-data; open the sign-in link it prints
 	$(BIN) --serve --data ./sluice-data
@@ -43,14 +56,24 @@ frontend-test: $(NODE_MODULES) ## the frontend's unit tests (Vitest)
 	cd frontend && npm test
 
 vet: frontend
-	@test -z "$$(gofmt -l app engine storage adapters frontend/*.go frontend/e2e main.go)" || { gofmt -l app engine storage adapters frontend/*.go frontend/e2e main.go; echo 'gofmt needed'; exit 1; }
+	@test -z "$$(gofmt -l app engine storage adapters build frontend/*.go frontend/e2e/fixture main.go)" || { gofmt -l app engine storage adapters build frontend/*.go frontend/e2e/fixture main.go; echo 'gofmt needed'; exit 1; }
 	go vet ./...
+
+e2e-fixture: frontend
+	go build -o build/bin/e2e-fixture ./frontend/e2e/fixture
+
+e2e: e2e-fixture $(NODE_MODULES) ## the browser tests: Playwright drives Debian's chromium through the UI of a real server
+	cd frontend && npm run e2e
+
+bench-ui: e2e-fixture $(NODE_MODULES) ## the UI targets in Chromium (see docs/BENCHMARKS.md)
+	cd frontend && npm run bench-ui
 
 $(SPECTRUM):
 	npm install --silent --no-audit --no-fund --prefix .cache/npm csv-spectrum@1 >/dev/null
 
-test: vet frontend-test $(SPECTRUM) ## every test (the browser test needs chromium), the csv-spectrum cases and a short fuzz run
+test: vet frontend-test $(SPECTRUM) ## every test (the browser tests need chromium), the csv-spectrum cases and a short fuzz run
 	CSV_SPECTRUM_DIR=$(CURDIR)/$(SPECTRUM) go test -count=1 -timeout 30m ./...
+	$(MAKE) e2e
 	$(MAKE) fuzz
 
 fuzz:

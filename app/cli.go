@@ -85,6 +85,7 @@ exported exactly as the grid shows them.
 
 Quick start:
   sluice --serve                                 the server with its UI on http://127.0.0.1:8080
+  sluice-desktop                                 the same UI in a desktop window (make desktop), no port opened
   sluice ingest examples/products.csv --wait     store the rows, process them
   sluice jobs                                    list jobs
   sluice items 1 --status ERROR,NOT_FOUND        look at what failed
@@ -141,6 +142,9 @@ Environment:
 	}
 	root.RunE = func(cmd *cobra.Command, _ []string) error {
 		if !sf.serve {
+			if desktopBuilt {
+				return runDesktop(cmd, g, &sf) // sluice-desktop with no command: the window
+			}
 			return cmd.Help()
 		}
 		return runServe(cmd, g, &sf)

@@ -115,33 +115,12 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 			return engine.Errorf(engine.EINVALID, "refusing to listen on %s (reachable from other machines) without an admin who has a password; create one with: sluice user add NAME --admin --password-stdin", f.addr)
 		}
 	}
-	ing, err := env.Ingester()
+	parts, err := startParts(ctx, env, f, nil)
 	if err != nil {
 		return err
 	}
-	defer env.runSources(ctx, ing)() // watched folders: files dropped become jobs
-	var runner *engine.Runner
-	if !f.noWorkers {
-		if runner, err = env.Runner(f.concurrency, false, nil); err != nil {
-			return err
-		}
-	}
-	defer env.runAutomation(ctx, runner)() // triggers, scheduler, heartbeat
-	srv, err := api.New(api.Config{
-		Store: env.Store, Ingester: ing, Runner: runner, Hosts: env.Hosts, Lease: env.Tuning.Lease, Notifier: env.Notifier, Log: env.Log,
-		Registry: env.Registry, DataDir: env.Data, MaxUploadBytes: f.maxUploadMB << 20, PendingView: f.pendingView,
-		PoolStats:  func() map[string]sql.DBStats { return env.Store.PoolStats() },
-		ScanSource: func(ctx context.Context, name string) (any, error) { return env.scanSource(ctx, ing, name) },
-		UI:         frontend.Handler(),
-		NewRunner: func(c engine.RunnerConfig) (*engine.Runner, error) {
-			c.Store, c.Registry, c.Notifier, c.Logger = env.Store, env.Registry, env.Notifier, env.Log
-			c.Concurrency, c.Claim, c.Lease = env.Tuning.Concurrency, env.Tuning.Claim, env.Tuning.Lease
-			return engine.NewRunner(c)
-		},
-	})
-	if err != nil {
-		return err
-	}
+	defer parts.stop()
+	srv, runner := parts.srv, parts.runner
 	ln, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", f.addr, err)
@@ -200,4 +179,54 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	<-runDone
 	env.Log.Info("stopped")
 	return nil
+}
+
+// parts are what `sluice --serve` and the desktop window share: on one
+// env, the ingester, the sources (watched folders), this process's
+// workers and the API server with the embedded UI.
+type parts struct {
+	ing    *engine.Ingester
+	runner *engine.Runner // nil with --no-workers
+	srv    *api.Server
+	// stop stops the triggers, the scheduler, the heartbeat and the
+	// watched folders.
+	stop func()
+}
+
+// startParts builds the parts and starts the sources; the caller runs the
+// runner and starts the server. onFinished, when set, is told of every job
+// this process's workers finish.
+func startParts(ctx context.Context, env *Env, f *serveFlags, onFinished func(int64)) (*parts, error) {
+	ing, err := env.Ingester()
+	if err != nil {
+		return nil, err
+	}
+	p := &parts{ing: ing}
+	if !f.noWorkers {
+		if p.runner, err = env.Runner(f.concurrency, false, onFinished); err != nil {
+			return nil, err
+		}
+	}
+	p.srv, err = api.New(api.Config{
+		Store: env.Store, Ingester: ing, Runner: p.runner, Hosts: env.Hosts, Lease: env.Tuning.Lease, Notifier: env.Notifier, Log: env.Log,
+		Registry: env.Registry, DataDir: env.Data, MaxUploadBytes: f.maxUploadMB << 20, PendingView: f.pendingView,
+		PoolStats:  func() map[string]sql.DBStats { return env.Store.PoolStats() },
+		ScanSource: func(ctx context.Context, name string) (any, error) { return env.scanSource(ctx, ing, name) },
+		UI:         frontend.Handler(),
+		NewRunner: func(c engine.RunnerConfig) (*engine.Runner, error) {
+			c.Store, c.Registry, c.Notifier, c.Logger = env.Store, env.Registry, env.Notifier, env.Log
+			c.Concurrency, c.Claim, c.Lease = env.Tuning.Concurrency, env.Tuning.Claim, env.Tuning.Lease
+			return engine.NewRunner(c)
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	stopSources := env.runSources(ctx, ing)            // watched folders: files dropped become jobs
+	stopAutomation := env.runAutomation(ctx, p.runner) // triggers, scheduler, heartbeat
+	p.stop = func() {
+		stopAutomation()
+		stopSources()
+	}
+	return p, nil
 }

@@ -35,7 +35,9 @@ type caller struct {
 	token     *engine.Token
 	viaCookie bool
 	secret    string // the session's secret (for its CSRF token)
-	ip        string
+	// local is the desktop window's in-process caller (local.go).
+	local bool
+	ip    string
 }
 
 // NewSecret returns a new random token secret ("slc_" + 43 characters).
@@ -103,6 +105,9 @@ func clientIP(r *http.Request) string {
 // cookie. No credential is not an error (public routes allow it); a wrong
 // bearer token is.
 func (s *Server) authenticate(r *http.Request) (*caller, error) {
+	if c := localCaller(r); c != nil {
+		return c, nil
+	}
 	ip := clientIP(r)
 	if h := r.Header.Get("Authorization"); h != "" {
 		secret, ok := strings.CutPrefix(h, "Bearer ")
@@ -190,12 +195,16 @@ func (l *loginLimiter) allow(key string) bool {
 type meOut struct {
 	User      *engine.User `json:"user"`
 	CSRFToken string       `json:"csrfToken,omitempty"`
-	// Via is "token" or "session".
+	// Via is "token", "session" or "desktop" (the desktop window, which
+	// has no sign-in and no sign-out).
 	Via string `json:"via"`
 }
 
 func (c *caller) me() meOut {
 	o := meOut{User: c.user, Via: "token"}
+	if c.local {
+		o.Via = "desktop"
+	}
 	if c.viaCookie {
 		o.Via, o.CSRFToken = "session", csrfToken(c.secret)
 	}

@@ -1,6 +1,9 @@
 // The client of Sluice's HTTP API (app/api, described by /api/openapi.json).
 // A browser session authenticates with its HttpOnly cookie; writes carry
-// the X-CSRF-Token that /api/me returns.
+// the X-CSRF-Token that /api/me returns. In the desktop window the same
+// calls reach Go in process, as the local user (desktop.ts).
+
+import { bridge, flatBody, inDesktop } from "./desktop";
 
 export const STATUSES = ["PENDING", "PROCESSING", "DONE", "ERROR", "NOT_FOUND", "SKIPPED"] as const;
 export type Status = (typeof STATUSES)[number];
@@ -270,7 +273,11 @@ export function exportPath(jobId: number, format: "csv" | "xlsx", statuses: read
 
 // download fetches a file and hands it to the browser as a download
 // named as the server's Content-Disposition says.
-export async function download(path: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<void> {
+// In the desktop window the Save dialog asks where, and Go writes the file;
+// the answer is then the path written ("" when cancelled).
+export async function download(path: string, signal: AbortSignal, onBytes: (n: number) => void): Promise<string | void> {
+  const desktop = bridge();
+  if (desktop) return desktop.SaveExport(path);
   let res: Response;
   try {
     res = await fetch(path, { credentials: "same-origin", signal });
@@ -338,7 +345,15 @@ export function upload(
         reject(new ApiError(xhr.status, e.code ?? "http_" + xhr.status, e.message ?? `upload failed (${xhr.status})`, e.field));
       }
     };
-    xhr.send(fd);
+    if (inDesktop()) {
+      // The desktop window cannot send a File's body as is (desktop.ts).
+      flatBody(fd).then(({ body, type }) => {
+        xhr.setRequestHeader("Content-Type", type);
+        xhr.send(body);
+      }, reject);
+    } else {
+      xhr.send(fd);
+    }
   });
 }
 

@@ -34,11 +34,22 @@ export function ms(v: number): string {
   return (v / 1000).toFixed(1) + " s";
 }
 
+// timeFmt is made once: Date.toLocaleString builds a new formatter on every
+// call, which made a page of 100 jobs take a long task of its own.
+const timeFmt = new Intl.DateTimeFormat(undefined, {
+  year: "numeric",
+  month: "numeric",
+  day: "numeric",
+  hour: "numeric",
+  minute: "2-digit",
+  second: "2-digit",
+});
+
 export function time(iso: string | null | undefined): string {
   if (!iso) return "–";
   const d = new Date(iso);
   if (Number.isNaN(d.getTime())) return iso;
-  return d.toLocaleString();
+  return timeFmt.format(d);
 }
 
 // cellText is how a JSON value reads in a grid cell.

@@ -2,6 +2,7 @@
 
 import "./style.css";
 import * as api from "./api";
+import { guardDrops } from "./desktop";
 import { h, replace } from "./dom";
 import { go, setRoutes, show } from "./router";
 import type { Page } from "./ui";
@@ -55,6 +56,7 @@ const header = h(
 );
 
 document.getElementById("app")!.append(header, main);
+guardDrops();
 
 // Theme: follows the system (prefers-color-scheme) unless chosen.
 type Theme = "auto" | "light" | "dark";
@@ -86,7 +88,7 @@ function render(p: Page, path: string): void {
   }
   const signedIn = session !== null;
   nav.hidden = !signedIn;
-  signOut.hidden = !signedIn;
+  signOut.hidden = !signedIn || session!.via === "desktop"; // the window has no sign-in
   live.hidden = !signedIn;
   who.textContent = signedIn ? session!.user.name : "";
 }

@@ -225,9 +225,10 @@ export function jobPage(id: number, q: URLSearchParams): Page {
         ctrl = new AbortController();
         b.textContent = "Exporting… (click to stop)";
         try {
-          await api.download(b.dataset.href!, ctrl.signal, (bytes) => {
+          const saved = await api.download(b.dataset.href!, ctrl.signal, (bytes) => {
             b.textContent = `Exporting… ${fmt.bytes(bytes)} (click to stop)`;
           });
+          if (saved) note.info(`Saved ${saved}`);
         } catch (e) {
           if ((e as Error).name !== "AbortError") note.error(e);
         } finally {

@@ -3,6 +3,7 @@
 // chosen with the file picker.
 
 import * as api from "../api";
+import { inDesktop, onDropped } from "../desktop";
 import { h, replace } from "../dom";
 import * as fmt from "../format";
 import { link, notice, progress, progressText, stateChip, type Page } from "../ui";
@@ -41,6 +42,16 @@ export function jobsPage(): Page {
     else tbody.append(tr);
     rows.set(j.id, tr);
     empty.hidden = rows.size > 0;
+  };
+
+  // shown puts a job this page just made at the top at once: the event
+  // stream may not tell of a small job that finished between two of its
+  // looks.
+  const shown = (id: number) => {
+    if (rows.has(id)) return;
+    api.get<api.Job>(`/api/jobs/${id}`).then((j) => {
+      if (!rows.has(j.id)) put(j, true);
+    }, () => {});
   };
 
   async function load(): Promise<void> {
@@ -111,6 +122,7 @@ export function jobsPage(): Page {
         });
         bar.value = 100;
         replace(status, "stored as ", link(`/jobs/${r.jobId}`, `job ${r.jobId}`));
+        shown(r.jobId);
       } catch (e) {
         bar.remove();
         status.className = "error";
@@ -140,8 +152,21 @@ export function jobsPage(): Page {
     depth = 0;
     drop.classList.remove("on");
     const files = Array.from(e.dataTransfer?.files ?? []);
-    if (files.length) void send(files);
+    // In the desktop window Go takes dropped files by path (showDropped).
+    if (files.length && !inDesktop()) void send(files);
   };
+  // showDropped lists what became of files dropped on the desktop window.
+  const offDropped = onDropped((files) => {
+    for (const f of files) {
+      if (f.jobId) shown(f.jobId);
+      const name = h("strong", null, f.file.split(/[\\/]/).pop() ?? f.file);
+      uploads.prepend(
+        f.jobId && !f.error
+          ? h("li", null, name, " stored as ", link(`/jobs/${f.jobId}`, `job ${f.jobId}`), ` (${f.items ?? 0} items)`)
+          : h("li", null, name, " ", h("span", { class: "error" }, f.error ?? "not stored")),
+      );
+    }
+  });
   document.addEventListener("dragenter", onEnter);
   document.addEventListener("dragleave", onLeave);
   document.addEventListener("dragover", onOver);
@@ -199,6 +224,7 @@ export function jobsPage(): Page {
       document.removeEventListener("dragleave", onLeave);
       document.removeEventListener("dragover", onOver);
       document.removeEventListener("drop", onDrop);
+      offDropped();
     },
   };
 }
