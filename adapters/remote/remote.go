@@ -40,7 +40,9 @@ type Server interface {
 	// where the protocol pages, so that memory does not grow with the
 	// server. An error of fn stops the listing and is returned.
 	List(ctx context.Context, fn func(engine.ObjectInfo) error) error
-	// Open streams an object. A missing object is fs.ErrNotExist.
+	// Open streams an object. A missing object is fs.ErrNotExist, one
+	// that is no longer the version listed engine.ErrChanged; any other
+	// error is taken as the way's (the copy is retried).
 	Open(ctx context.Context, info engine.ObjectInfo) (io.ReadCloser, error)
 	// After applies an after-action to a finished object: move it to the
 	// done or failed folder (failed true), or delete it.
@@ -200,7 +202,7 @@ func (p *Poller) take(ctx context.Context, info engine.ObjectInfo, res *engine.S
 		Open: func(ctx context.Context) (io.ReadCloser, error) {
 			rc, err := p.server.Open(ctx, info)
 			if err != nil {
-				if errors.Is(err, fs.ErrNotExist) {
+				if errors.Is(err, fs.ErrNotExist) || errors.Is(err, engine.ErrChanged) {
 					return nil, err
 				}
 				return nil, engine.Interrupted(err)
