@@ -385,9 +385,22 @@ func TestUI(t *testing.T) {
 		Poll: time.Minute, Enabled: true}, time.Now())
 	must(t, err)
 	must(t, s.st.RecordSourcePoll(context.Background(), "inbox", "folder not found", time.Now()))
+	// An FTP and an S3 source: where they look, and a server's error.
+	for _, r := range []*engine.SourceRecord{
+		{Name: "partner", Kind: engine.SourceFTP, Config: json.RawMessage(`{"url":"ftp://sluice@127.0.0.1:2121/out","password":{"env":"FTP_PASS"}}`)},
+		{Name: "drops", Kind: engine.SourceS3, Config: json.RawMessage(`{"bucket":"drops","prefix":"in/","endpoint":"http://127.0.0.1:7070"}`)},
+	} {
+		r.Pipeline, r.After, r.Poll, r.Enabled = engine.DefaultPipeline, "move", time.Minute, true
+		_, err = s.st.CreateSource(context.Background(), r, time.Now())
+		must(t, err)
+	}
+	must(t, s.st.RecordSourcePoll(context.Background(), "partner", "connect to 127.0.0.1:2121: connection refused", time.Now()))
 	step(t, ctx, "12b-sources",
 		chromedp.Click(chromedp.CSS(`nav a[href="/sources"]`)),
 		within(30*time.Second, waitJS(`(document.querySelector("table.sources tr[data-source=inbox]")?.textContent ?? "").includes("folder not found")`)),
+		waitJS(`(document.querySelector("table.sources tr[data-source=partner]")?.textContent ?? "").includes("ftp://sluice@127.0.0.1:2121/out")`),
+		waitJS(`(document.querySelector("table.sources tr[data-source=partner]")?.textContent ?? "").includes("connection refused")`),
+		waitJS(`(document.querySelector("table.sources tr[data-source=drops]")?.textContent ?? "").includes("s3://drops/in/ at http://127.0.0.1:7070")`),
 	)
 
 	// The theme toggle: auto, light, dark.
