@@ -25,6 +25,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	var rows, items, latencyN int
 	var popts procOpts
+	var sopts sourceOpts
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run the performance benchmarks and print their figures",
@@ -54,6 +55,15 @@ func newBenchCmd(g *globals) *cobra.Command {
   export      a job of --rows DONE items with 10 result fields (built once:
               ingest, then the noop pipeline) exported to CSV and to XLSX by
               'sluice export' in child processes (wall time, peak RSS)
+  droplatency --drops files dropped one at a time into a watched folder (as
+              'sluice worker' runs it, default stability window): file
+              written to job created
+  folderfiles --source-files files of --source-rows rows dropped at once into a
+              watched folder: every one ingested exactly once, and how long
+  ftpfiles    the same uploaded to the FTP server of --ftp-url, then polled
+              (not run without --ftp-url)
+  s3files     the same put under a fresh prefix of --s3-endpoint's bucket, then
+              polled (not run without --s3-endpoint)
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -65,8 +75,9 @@ Run one or some with --only ingest,keyset.`,
 					case "ingest", "throughput", "latency", "keyset", "apipages", "upload", "export":
 						want[s] = true
 					default:
-						if !isProcessorBench(s) {
-							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s)", s, strings.Join(processorBenchNames, ", "))
+						if !isProcessorBench(s) && !isSourceBench(s) {
+							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s, %s)", s,
+								strings.Join(processorBenchNames, ", "), strings.Join(sourceBenchNames, ", "))
 						}
 						want[s] = true
 					}
@@ -131,6 +142,11 @@ Run one or some with --only ingest,keyset.`,
 			if err := run("export", b.export); err != nil {
 				return err
 			}
+			for _, sb := range b.sourceBenches(&sopts) {
+				if err := run(sb.name, sb.fn); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})
 			}
@@ -144,6 +160,7 @@ Run one or some with --only ingest,keyset.`,
 	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	popts.addFlags(cmd)
+	sopts.addFlags(cmd)
 	return cmd
 }
 

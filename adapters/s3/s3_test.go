@@ -76,10 +76,18 @@ func startFake(t *testing.T, l net.Listener) *fakeS3 {
 	return f
 }
 
+// keys are the credentials of a server and the variables that hold them.
+type keys struct{ akEnv, skEnv, ak, sk string }
+
+// inproc are the in-process server's (it checks none).
+var inproc = keys{akEnv, skEnv, accessKey, secretKey}
+
 // client is what the tests upload with.
-func client(endpoint string) *awss3.Client {
+func client(endpoint string) *awss3.Client { return clientWith(endpoint, inproc) }
+
+func clientWith(endpoint string, k keys) *awss3.Client {
 	return awss3.New(awss3.Options{Region: "us-east-1", BaseEndpoint: aws.String(endpoint), UsePathStyle: true,
-		Credentials:                credentials.NewStaticCredentialsProvider(accessKey, secretKey, ""),
+		Credentials:                credentials.NewStaticCredentialsProvider(k.ak, k.sk, ""),
 		RequestChecksumCalculation: aws.RequestChecksumCalculationWhenRequired, Logger: logging.Nop{}})
 }
 
@@ -90,13 +98,15 @@ func put(t *testing.T, c *awss3.Client, bucket, key string, data []byte) {
 	require.NoError(t, err)
 }
 
-func config(t *testing.T, c s3.Config) json.RawMessage {
+func config(t *testing.T, c s3.Config) json.RawMessage { return configWith(t, c, inproc) }
+
+func configWith(t *testing.T, c s3.Config, k keys) json.RawMessage {
 	t.Helper()
-	remotetest.SetSecret(t, akEnv, accessKey)
-	remotetest.SetSecret(t, skEnv, secretKey)
+	remotetest.SetSecret(t, k.akEnv, k.ak)
+	remotetest.SetSecret(t, k.skEnv, k.sk)
 	c.ArrivalRule.MinAgeMS = 200
 	c.PathStyle = true
-	c.AccessKey, c.SecretKey = remote.Secret{Env: akEnv}, remote.Secret{Env: skEnv}
+	c.AccessKey, c.SecretKey = remote.Secret{Env: k.akEnv}, remote.Secret{Env: k.skEnv}
 	require.NoError(t, c.Validate())
 	raw, err := json.Marshal(c)
 	require.NoError(t, err)
@@ -105,11 +115,11 @@ func config(t *testing.T, c s3.Config) json.RawMessage {
 
 // Fixture is the suite's fixture on an S3 server at endpoint, in a
 // prefix of its own of bucket.
-func Fixture(t *testing.T, endpoint, bucket, prefix string) *remotetest.Fixture {
-	c := client(endpoint)
+func Fixture(t *testing.T, endpoint, bucket, prefix string, k keys) *remotetest.Fixture {
+	c := clientWith(endpoint, k)
 	return &remotetest.Fixture{
 		Kind:   engine.SourceS3,
-		Config: config(t, s3.Config{Bucket: bucket, Prefix: prefix, Endpoint: endpoint}),
+		Config: configWith(t, s3.Config{Bucket: bucket, Prefix: prefix, Endpoint: endpoint}, k),
 		New:    s3.New,
 		Put:    func(t *testing.T, key string, data []byte) { put(t, c, bucket, prefix+key, data) },
 		Exists: func(t *testing.T, key string) bool {
@@ -119,10 +129,12 @@ func Fixture(t *testing.T, endpoint, bucket, prefix string) *remotetest.Fixture 
 	}
 }
 
-func newBucket(t *testing.T, endpoint string) string {
+func newBucket(t *testing.T, endpoint string) string { return newBucketWith(t, endpoint, inproc) }
+
+func newBucketWith(t *testing.T, endpoint string, k keys) string {
 	t.Helper()
 	name := fmt.Sprintf("sluice-%d", time.Now().UnixNano())
-	_, err := client(endpoint).CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: aws.String(name)})
+	_, err := clientWith(endpoint, k).CreateBucket(t.Context(), &awss3.CreateBucketInput{Bucket: aws.String(name)})
 	require.NoError(t, err)
 	return name
 }
@@ -130,7 +142,7 @@ func newBucket(t *testing.T, endpoint string) string {
 func TestSuiteInProcess(t *testing.T) {
 	remotetest.Run(t, func(t *testing.T) *remotetest.Fixture {
 		f := startFake(t, nil)
-		return Fixture(t, f.url, newBucket(t, f.url), "in/")
+		return Fixture(t, f.url, newBucket(t, f.url), "in/", inproc)
 	})
 }
 

@@ -297,3 +297,22 @@ func secretsIn(t *testing.T) []string {
 	require.NotEmpty(t, out, "the fixture names a secret")
 	return out
 }
+
+// RealServer returns the environment variables a test of a real server
+// needs (the first is its address). When one is missing the test is
+// skipped, or fails under SLUICE_CI (where .ci/run starts the server).
+func RealServer(t *testing.T, what string, names ...string) []string {
+	t.Helper()
+	vals := make([]string, len(names))
+	for i, n := range names {
+		vals[i] = os.Getenv(n)
+		if vals[i] != "" {
+			continue
+		}
+		if os.Getenv("SLUICE_CI") != "" {
+			t.Fatalf("%s is not set: .ci/run starts %s and sets it", n, what)
+		}
+		t.Skipf("%s is not set: no %s to test against (.ci/run starts one)", n, what)
+	}
+	return vals
+}
