@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,5 +222,27 @@ func TestConfigRefusesPasswordInURL(t *testing.T) {
 		}
 		require.ErrorContains(t, err, want, url)
 		require.NotContains(t, err.Error(), "secret", "the error does not repeat the password")
+	}
+}
+
+func TestExplicitFTPS(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "in"), 0o755))
+	s := startDriver(t, &driver{dir: dir, addr: "127.0.0.1:0", cert: selfSigned(t)})
+	write(t, dir, "tls.csv", 4)
+	for insecure, want := range map[bool]string{false: "certificate", true: ""} {
+		h := newHarness(t, s.addr, dir, engine.AfterLeave, func(c *ftp.Config) {
+			c.URL = strings.Replace(c.URL, "ftp://", "ftps://", 1)
+			c.InsecureSkipVerify = insecure
+		})
+		res, err := h.Poller().Scan(t.Context())
+		if want != "" {
+			require.ErrorContains(t, err, want, "a certificate nobody signed is refused")
+			continue
+		}
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Ingested)
+		require.EqualValues(t, 4, h.Jobs()[0].TotalItems)
 	}
 }

@@ -1,15 +1,22 @@
 package ftp_test
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"errors"
 	"io"
 	"log/slog"
+	"math/big"
 	"net"
 	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	ftpserver "github.com/fclairamb/ftpserverlib"
 	"github.com/spf13/afero"
@@ -28,6 +35,7 @@ type driver struct {
 	dir       string
 	addr      string
 	noMLSD    bool
+	cert      *tls.Certificate
 	breakNext atomic.Int32
 	retrieved atomic.Int32
 }
@@ -41,7 +49,29 @@ func (d *driver) ClientConnected(ftpserver.ClientContext) (string, error) {
 	return "sluice test server", nil
 }
 func (d *driver) ClientDisconnected(ftpserver.ClientContext) {}
-func (d *driver) GetTLSConfig() (*tls.Config, error)         { return nil, errors.New("no TLS") }
+
+// GetTLSConfig serves a self-signed certificate when the test asked for
+// TLS (explicit FTPS).
+func (d *driver) GetTLSConfig() (*tls.Config, error) {
+	if d.cert == nil {
+		return nil, errors.New("no TLS")
+	}
+	return &tls.Config{Certificates: []tls.Certificate{*d.cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
+// selfSigned makes a certificate for 127.0.0.1.
+func selfSigned(t *testing.T) *tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "sluice test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
 
 func (d *driver) AuthUser(_ ftpserver.ClientContext, user, pass string) (ftpserver.ClientDriver, error) {
 	if user != testUser || pass != testPass {
@@ -95,8 +125,11 @@ type server struct {
 }
 
 func startServer(t *testing.T, addr, dir string, noMLSD bool) *server {
+	return startDriver(t, &driver{dir: dir, addr: addr, noMLSD: noMLSD})
+}
+
+func startDriver(t *testing.T, d *driver) *server {
 	t.Helper()
-	d := &driver{dir: dir, addr: addr, noMLSD: noMLSD}
 	s := &server{driver: d, srv: ftpserver.NewFtpServer(d)}
 	s.srv.Logger = slog.New(slog.DiscardHandler)
 	require.NoError(t, s.srv.Listen())
