@@ -51,7 +51,9 @@ start_test_servers() {
 	ftp_pid=$!
 	wait_port 127.0.0.1 2121
 
-	"${VERSITYGW:-.cache/bin/versitygw}" --port 127.0.0.1:7070 --access "$s3_access" --secret "$s3_secret" posix "$servers_dir/s3" &
+	# Its request log goes to a file (it logs every request).
+	"${VERSITYGW:-.cache/bin/versitygw}" --port 127.0.0.1:7070 --access "$s3_access" --secret "$s3_secret" posix "$servers_dir/s3" \
+		>"$servers_dir/versitygw.log" 2>&1 &
 	s3_pid=$!
 	wait_port 127.0.0.1 7070
 
