@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -296,10 +297,11 @@ func (b *bench) ftpFiles(ctx context.Context, o *sourceOpts) (benchResult, error
 	dir := fmt.Sprintf("bench-%d", time.Now().UnixNano())
 	names, data := benchNames(o.files), benchCSVBytes(o.fileRows)
 	t0 := time.Now()
-	// Four connections upload at once, as several clients would.
+	// Two connections upload at once, as several clients would.
 	g, gctx := errgroup.WithContext(ctx)
 	var mk sync.Once
-	for w := range 4 {
+	const conns = 2
+	for w := range conns {
 		g.Go(func() error {
 			c, err := jftp.Dial(u.Host, jftp.DialWithContext(gctx))
 			if err != nil {
@@ -314,8 +316,17 @@ func (b *bench) ftpFiles(ctx context.Context, o *sourceOpts) (benchResult, error
 			if mkErr != nil {
 				return mkErr
 			}
-			for i := w; i < len(names); i += 4 {
-				if err := c.Stor(path.Join(dir, names[i]), bytes.NewReader(data)); err != nil {
+			for i := w; i < len(names); i += conns {
+				// A server with a small passive port range (pure-ftpd's
+				// -p here) answers 425 when a port is still taken: again.
+				var err error
+				for try := 0; try < 20; try++ {
+					if err = c.Stor(path.Join(dir, names[i]), bytes.NewReader(data)); err == nil || !strings.HasPrefix(err.Error(), "425") {
+						break
+					}
+					time.Sleep(50 * time.Millisecond)
+				}
+				if err != nil {
 					return fmt.Errorf("upload %s: %w", names[i], err)
 				}
 			}
