@@ -25,6 +25,7 @@ func newBenchCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	var rows, items, latencyN int
 	var popts procOpts
+	var sopts sourceOpts
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Run the performance benchmarks and print their figures",
@@ -59,6 +60,15 @@ func newBenchCmd(g *globals) *cobra.Command {
   event       200 job.finished events with one event trigger: publish to the
               job committed
   schedulercpu 1,000 @every 1s triggers for 20 s: the process's CPU share
+  droplatency --drops files dropped one at a time into a watched folder (as
+              'sluice worker' runs it, default stability window): file
+              written to job created
+  folderfiles --source-files files of --source-rows rows dropped at once into a
+              watched folder: every one ingested exactly once, and how long
+  ftpfiles    the same uploaded to the FTP server of --ftp-url, then polled
+              (not run without --ftp-url)
+  s3files     the same put under a fresh prefix of --s3-endpoint's bucket, then
+              polled (not run without --s3-endpoint)
 
 Run one or some with --only ingest,keyset.`,
 		Args: noArgs,
@@ -70,8 +80,9 @@ Run one or some with --only ingest,keyset.`,
 					case "ingest", "throughput", "latency", "keyset", "apipages", "upload", "export":
 						want[s] = true
 					default:
-						if !isProcessorBench(s) && !isAutomationBench(s) {
-							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s, %s)", s, strings.Join(processorBenchNames, ", "), strings.Join(automationBenchNames, ", "))
+						if !isProcessorBench(s) && !isAutomationBench(s) && !isSourceBench(s) {
+							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s, %s, %s)", s,
+								strings.Join(processorBenchNames, ", "), strings.Join(automationBenchNames, ", "), strings.Join(sourceBenchNames, ", "))
 						}
 						want[s] = true
 					}
@@ -141,6 +152,11 @@ Run one or some with --only ingest,keyset.`,
 					return err
 				}
 			}
+			for _, sb := range b.sourceBenches(&sopts) {
+				if err := run(sb.name, sb.fn); err != nil {
+					return err
+				}
+			}
 			if asJSON {
 				return writeJSON(g.stdout, map[string]any{"results": results, "at": time.Now().UTC()})
 			}
@@ -154,6 +170,7 @@ Run one or some with --only ingest,keyset.`,
 	f.IntVar(&latencyN, "latency-n", 500, "jobs of the latency benchmark")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	popts.addFlags(cmd)
+	sopts.addFlags(cmd)
 	return cmd
 }
 

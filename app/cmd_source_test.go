@@ -115,3 +115,40 @@ func TestWorkerRunsSources(t *testing.T) {
 	require.Eventually(t, func() bool { return strings.Contains(c.ok("jobs"), "DONE") }, 60*time.Second, 50*time.Millisecond,
 		"the worker also processes the job")
 }
+
+func TestSourceAddFTPAndS3(t *testing.T) {
+	c := newCLI(t)
+	pw := filepath.Join(t.TempDir(), "pw")
+	require.NoError(t, os.WriteFile(pw, []byte("hunter2\n"), 0o644))
+	for _, bad := range [][]string{
+		{"source", "add", "gopher", "x", "--pipeline", "noop"},
+		{"source", "add", "ftp", "x", "--pipeline", "noop"},
+		{"source", "add", "ftp", "x", "--url", "ftp://u:hunter2@h/in", "--pipeline", "noop"},
+		{"source", "add", "ftp", "x", "--url", "ftp://u@h/in", "--password-file", pw, "--pipeline", "noop"},
+		{"source", "add", "ftp", "x", "--url", "ftp://u@h/in", "--password-env", "A", "--password-file", pw, "--pipeline", "noop"},
+		{"source", "add", "ftp", "x", "--url", "ftp://u@h/in", "--pipeline", "noop", "--poll", "10ms"},
+		{"source", "add", "s3", "x", "--pipeline", "noop"},
+		{"source", "add", "s3", "x", "--bucket", "b", "--access-key-env", "A", "--pipeline", "noop"},
+		{"source", "add", "s3", "x", "--bucket", "b", "--endpoint", "127.0.0.1:7070", "--pipeline", "noop"},
+	} {
+		code, _, errs := c.run(bad...)
+		require.Equal(t, app.ExitUsage, code, "%v: %s", bad, errs)
+		require.NotContains(t, errs, "hunter2", "an error never repeats a password")
+	}
+	require.NoError(t, os.Chmod(pw, 0o600))
+	c.ok("source", "add", "ftp", "partner", "--url", "ftp://sluice@127.0.0.1:2121/out", "--password-file", pw, "--pipeline", "noop",
+		"--after", "leave", "--poll", "1m")
+	code, _, errs := c.run("source", "add", "s3", "drops", "--bucket", "in", "--prefix", "orders", "--endpoint", "http://127.0.0.1:7070",
+		"--path-style", "--access-key-env", "SLUICE_TEST_UNSET_AK", "--secret-key-env", "SLUICE_TEST_UNSET_SK", "--pipeline", "noop")
+	require.Equal(t, 0, code, errs)
+	require.Contains(t, errs, "SLUICE_TEST_UNSET_AK is not set here", "a note, not an error")
+	list := c.ok("sources")
+	require.Contains(t, list, "ftp://sluice@127.0.0.1:2121/out")
+	require.Contains(t, list, "s3://in/orders/ at http://127.0.0.1:7070")
+	out := c.ok("sources", "--json")
+	require.NotContains(t, out, "hunter2")
+	require.Contains(t, out, `"file": "`+pw)
+	require.Contains(t, out, `"env": "SLUICE_TEST_UNSET_SK"`)
+	require.Equal(t, "ftp", c.sources()["partner"].Kind)
+	require.Equal(t, "s3", c.sources()["drops"].Kind)
+}

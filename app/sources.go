@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/adapters/folder"
+	"github.com/sluicehq/sluice/adapters/ftp"
+	"github.com/sluicehq/sluice/adapters/s3"
 	"github.com/sluicehq/sluice/engine"
 )
 
@@ -27,8 +29,35 @@ func newSource(rec *engine.SourceRecord, t *engine.Taker, e *Env) (engine.Source
 	switch rec.Kind {
 	case engine.SourceFolder:
 		return folder.New(rec, t, e.Log)
+	case engine.SourceFTP:
+		return ftp.New(rec, t, e.Log)
+	case engine.SourceS3:
+		return s3.New(rec, t, e.Log)
 	}
 	return nil, engine.Errorf(engine.EINVALID, "source %s: kind %q is not supported by this build", rec.Name, rec.Kind)
+}
+
+// sourceWhere says where a source's files come from, for people (no
+// secret is in a config, so none can be shown).
+func sourceWhere(rec *engine.SourceRecord) string {
+	switch rec.Kind {
+	case engine.SourceFolder:
+		if c, err := folder.ParseConfig(rec.Config); err == nil {
+			if c.Recursive {
+				return c.Path + " (recursive)"
+			}
+			return c.Path
+		}
+	case engine.SourceFTP:
+		if c, err := ftp.ParseConfig(rec.Config); err == nil {
+			return c.Where()
+		}
+	case engine.SourceS3:
+		if c, err := s3.ParseConfig(rec.Config); err == nil {
+			return c.Where()
+		}
+	}
+	return ""
 }
 
 // scanSource looks at a stored source once and ingests every stable file

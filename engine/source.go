@@ -14,8 +14,8 @@ import (
 	"time"
 )
 
-// Source is one place input files arrive from (a watched folder; later FTP
-// and S3). Every source follows the same arrival rule (ArrivalRule,
+// Source is one place input files arrive from (a watched folder, an FTP
+// server, an S3 bucket). Every source follows the same arrival rule (ArrivalRule,
 // Stability) and takes objects through the same ledger (Taker), so that
 // each object version becomes exactly one job.
 type Source interface {
@@ -141,7 +141,12 @@ func (s *Stability) Look(info ObjectInfo, now time.Time) (stable bool, wait time
 		s.looks[info.Key] = look{info: info, since: now}
 		return false, s.minAge
 	}
-	wait = max(s.minAge-now.Sub(prev.since), s.minAge-now.Sub(info.MTime))
+	wait = s.minAge - now.Sub(prev.since)
+	if !info.MTime.After(now) {
+		// An mtime in the future is another clock (a server's, or a
+		// listing in its local time zone): only the two looks count.
+		wait = max(wait, s.minAge-now.Sub(info.MTime))
+	}
 	if wait > 0 {
 		return false, wait
 	}
@@ -203,8 +208,13 @@ type TakeResult struct {
 	Object  *SourceObject
 	Claimed bool
 	Job     *Job
-	// Err is why a claimed object FAILED.
+	// Err is why a claimed object FAILED, or why its copy was cut short
+	// (Retry).
 	Err error
+	// Retry: the copy was interrupted (ErrInterrupted). The object is not
+	// failed: it stays INGESTING until Recover gives it back, and is then
+	// taken again.
+	Retry bool
 }
 
 func (t *Taker) now() time.Time {
@@ -231,6 +241,36 @@ func (t *Taker) Recover(ctx context.Context, source string) (int, error) {
 	return t.Store.RecoverSourceObjects(ctx, &RecoverSourceObjectsParams{Source: source, Before: now.Add(-after), Now: now})
 }
 
+// Settle settles the source's stale claims (Recover), logging what it did.
+func (t *Taker) Settle(ctx context.Context, source string) {
+	if n, err := t.Recover(ctx, source); err != nil {
+		t.log().Warn("recover source objects", "source", source, "err", err)
+	} else if n > 0 {
+		t.log().Info("settled interrupted ingests", "source", source, "objects", n)
+	}
+}
+
+// RecordPoll notes a look at the source in the store: its time, and err
+// ("" for a good look, which clears the last error). It returns err. A
+// look cut short by ctx is not recorded: stopping is not the source's
+// fault.
+func (t *Taker) RecordPoll(ctx context.Context, source string, err error) error {
+	if ctx.Err() != nil {
+		return err
+	}
+	msg := ""
+	if err != nil {
+		msg = ErrorMessage(err)
+		if ErrorCode(err) == EINTERNAL {
+			msg = err.Error()
+		}
+	}
+	if rerr := t.Store.RecordSourcePoll(context.WithoutCancel(ctx), source, msg, t.now()); rerr != nil && !IsNotFound(rerr) {
+		t.log().Warn("record source poll", "source", source, "err", rerr)
+	}
+	return err
+}
+
 // Take takes one stable object. The error is an error of the store or of
 // ctx (the object's fate is then settled by Recover); an object that could
 // not be read or ingested is FAILED in the result, with Err.
@@ -251,6 +291,13 @@ func (t *Taker) Take(ctx context.Context, req TakeRequest) (*TakeResult, error) 
 	if err != nil {
 		if ctx.Err() != nil {
 			return res, ctx.Err()
+		}
+		if errors.Is(err, ErrInterrupted) {
+			// Nothing was ingested: like a crash, the claim waits for
+			// Recover, which gives the object back to be copied again.
+			log.Warn("source object copy interrupted: retried later", "err", err)
+			res.Err, res.Retry = err, true
+			return res, nil
 		}
 		return t.finish(ctx, res, log, nil, sum, err)
 	}
@@ -307,6 +354,18 @@ func (t *Taker) finish(ctx context.Context, res *TakeResult, log *slog.Logger, j
 
 // ErrChanged means an object changed while it was copied.
 var ErrChanged = errors.New("the file changed while it was copied")
+
+// ErrInterrupted marks an error of the way to the object (a connection
+// dropped, a server gone), not of the object: its copy is retried.
+var ErrInterrupted = errors.New("copy interrupted")
+
+// Interrupted wraps err as ErrInterrupted (nil stays nil).
+func Interrupted(err error) error {
+	if err == nil || errors.Is(err, ErrInterrupted) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ErrInterrupted, err)
+}
 
 // fetch copies the object to a new temporary file and returns its path and
 // SHA-256. A copy whose size is not the listed one is ErrChanged.

@@ -10,6 +10,8 @@ import (
 // Source kinds.
 const (
 	SourceFolder = "folder"
+	SourceFTP    = "ftp"
+	SourceS3     = "s3"
 )
 
 // After-actions: what a source does with an object once it is ingested.
@@ -17,6 +19,14 @@ const (
 	AfterMove   = "move"
 	AfterDelete = "delete"
 	AfterLeave  = "leave"
+)
+
+// Folders (or prefixes) beside a source's files where the after-action
+// move puts them: ingested ones in DoneFolder, failed ones in FailedFolder.
+// Sources never take files from them.
+const (
+	DoneFolder   = "done"
+	FailedFolder = "failed"
 )
 
 // ParseAfter checks an after-action ("" = move).

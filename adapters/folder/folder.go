@@ -31,8 +31,8 @@ import (
 // Folders inside the watched folder where files go after ingest (after
 // move). They are never scanned.
 const (
-	DoneDir   = "done"
-	FailedDir = "failed"
+	DoneDir   = engine.DoneFolder
+	FailedDir = engine.FailedFolder
 )
 
 // DefaultPoll is the rescan period when the source sets none.
@@ -292,13 +292,7 @@ func (f *Folder) fullLook(ctx context.Context, root *os.Root, res *engine.ScanRe
 }
 
 // recover settles the ledger's stale claims (a crashed process's).
-func (f *Folder) recover(ctx context.Context) {
-	if n, err := f.taker.Recover(ctx, f.src.Name); err != nil {
-		f.log.Warn("recover source objects", "err", err)
-	} else if n > 0 {
-		f.log.Info("settled interrupted ingests", "objects", n)
-	}
-}
+func (f *Folder) recover(ctx context.Context) { f.taker.Settle(ctx, f.src.Name) }
 
 // Scan looks at the folder now and again until no candidate is waiting for
 // its stability window (at most a few windows: a file still being written
@@ -336,17 +330,7 @@ func (f *Folder) Scan(ctx context.Context) (*engine.ScanResult, error) {
 
 // record notes a look at the source (and its error) in the store.
 func (f *Folder) record(ctx context.Context, err error) error {
-	if ctx.Err() != nil {
-		return err // stopping: not a fault of the source
-	}
-	msg := ""
-	if err != nil {
-		msg = err.Error()
-	}
-	if rerr := f.taker.Store.RecordSourcePoll(context.WithoutCancel(ctx), f.src.Name, msg, time.Now()); rerr != nil && !engine.IsNotFound(rerr) {
-		f.log.Warn("record source poll", "err", rerr)
-	}
-	return err
+	return f.taker.RecordPoll(ctx, f.src.Name, err)
 }
 
 // Run watches the folder until ctx is done.

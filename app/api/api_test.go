@@ -12,6 +12,7 @@ import (
 	"image/png"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -308,15 +309,28 @@ func TestSessionLoginCSRF(t *testing.T) {
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the session ended")
 }
 
+// TestLoginRateLimited: ten wrong guesses are answered, the eleventh in the
+// same moment is refused until the bucket refills (one every 6 s). The
+// server's clock stands still here: a loaded machine's slow password
+// hashing must not refill the bucket during the test.
 func TestLoginRateLimited(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t)
-	var last *http.Response
-	for range 12 {
-		last, _ = h.postJSON("/api/login", "", map[string]string{"name": "admin", "password": "guess-guess"})
+	var now atomic.Int64 // the server's clock, in Unix nanoseconds
+	now.Store(time.Now().UnixNano())
+	h := newHarness(t, func(s *harnessSetup) { s.Now = func() time.Time { return time.Unix(0, now.Load()) } })
+	guess := func() *http.Response {
+		resp, _ := h.postJSON("/api/login", "", map[string]string{"name": "admin", "password": "guess-guess"})
+		return resp
 	}
+	for i := range 10 {
+		require.Equal(t, http.StatusUnauthorized, guess().StatusCode, "guess %d", i+1)
+	}
+	last := guess()
 	require.Equal(t, http.StatusTooManyRequests, last.StatusCode)
 	require.NotEmpty(t, last.Header.Get("Retry-After"))
+	now.Add(int64(6 * time.Second))
+	require.Equal(t, http.StatusUnauthorized, guess().StatusCode, "one more guess after 6 s")
+	require.Equal(t, http.StatusTooManyRequests, guess().StatusCode)
 }
 
 func TestSignInLinkWorksOnce(t *testing.T) {

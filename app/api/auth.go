@@ -177,8 +177,9 @@ type loginLimiter struct {
 
 func newLoginLimiter() *loginLimiter { return &loginLimiter{m: map[string]*rate.Limiter{}} }
 
-// allow takes a token for key: a burst of 10, then one every 6 seconds.
-func (l *loginLimiter) allow(key string) bool {
+// allow takes a token for key at now: a burst of 10, then one every 6
+// seconds.
+func (l *loginLimiter) allow(key string, now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lim := l.m[key]
@@ -189,7 +190,7 @@ func (l *loginLimiter) allow(key string) bool {
 		lim = rate.NewLimiter(rate.Every(6*time.Second), 10)
 		l.m[key] = lim
 	}
-	return lim.Allow()
+	return lim.AllowN(now, 1)
 }
 
 type meOut struct {
@@ -245,7 +246,7 @@ func (s *Server) login(w http.ResponseWriter, r *http.Request, _ *caller) error 
 		return err
 	}
 	ip := clientIP(r)
-	if !s.logins.allow("ip "+ip) || !s.logins.allow("name "+in.Name) {
+	if now := s.now(); !s.logins.allow("ip "+ip, now) || !s.logins.allow("name "+in.Name, now) {
 		w.Header().Set("Retry-After", "6")
 		return engine.Errorf(engine.ETOOMANY, "too many sign-in attempts; wait a few seconds")
 	}
@@ -282,7 +283,7 @@ func (s *Server) logout(w http.ResponseWriter, r *http.Request, c *caller) error
 // signInLink consumes a one-time sign-in token and starts a session.
 func (s *Server) signInLink(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	secret := r.URL.Query().Get("token")
-	if !s.logins.allow("ip " + clientIP(r)) {
+	if !s.logins.allow("ip "+clientIP(r), s.now()) {
 		return engine.Errorf(engine.ETOOMANY, "too many sign-in attempts; wait a few seconds")
 	}
 	tok, u, err := s.store.LookupToken(r.Context(), &engine.LookupTokenParams{Hash: HashSecret(secret), Kind: engine.TokenSignIn, Now: s.now()})

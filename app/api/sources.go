@@ -7,8 +7,9 @@ import (
 )
 
 // Sources are the adapters that turn outside files into jobs (watched
-// folders today). Their records hold no secrets: those are named, not
-// stored, so any signed-in account may look; scanning is for admins.
+// folders, FTP folders, S3 prefixes). Their records hold no secrets: those
+// are named, not stored, so any signed-in account may look; scanning is
+// for admins.
 
 func (s *Server) listSources(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	list, err := s.store.ListSources(r.Context())

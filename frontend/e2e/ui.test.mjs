@@ -186,9 +186,12 @@ test("the UI, end to end", { timeout: 8 * 60_000 }, async (t) => {
     await until(`document.querySelectorAll("svg.chart polyline").length >= 3`);
   });
 
-  await step("16 Sources shows a watched folder's last error", async () => {
+  await step("16 Sources shows where each source looks and its last error", async () => {
     await page.locator(`nav a[href="/sources"]`).click();
     await until(`(document.querySelector("table.sources tr[data-source=inbox]")?.textContent ?? "").includes("folder not found")`);
+    const text = (name) => `(document.querySelector("table.sources tr[data-source=${name}]")?.textContent ?? "")`;
+    await until(`${text("partner")}.includes("ftp://sluice@127.0.0.1:2121/out") && ${text("partner")}.includes("connection refused")`);
+    await until(`${text("drops")}.includes("s3://drops/in/ at http://127.0.0.1:7070")`);
   });
 
   await step("16b Triggers show the next fire time in the trigger's own zone", async () => {

@@ -1,5 +1,5 @@
-// Sources: the watched folders (and, later, FTP and S3) that turn files
-// into jobs by themselves: status, last look, last error, files ingested,
+// Sources: the watched folders, FTP folders and S3 prefixes that turn
+// files into jobs by themselves: status, last look, last error, files ingested,
 // and "Scan now" for admins (GET /api/sources, POST .../scan).
 
 import * as api from "../api";
@@ -11,7 +11,16 @@ import type { Page } from "../ui";
 interface Source {
   name: string;
   kind: string;
-  config: { path?: string; recursive?: boolean };
+  // The kind's settings: they name secrets (variables, files), never hold
+  // them.
+  config: {
+    path?: string;
+    recursive?: boolean;
+    url?: string;
+    bucket?: string;
+    prefix?: string;
+    endpoint?: string;
+  };
   pipeline: string;
   after: string;
   enabled: boolean;
@@ -25,6 +34,20 @@ interface ScanResult {
   seen?: number;
   ingested?: number;
   failed?: number;
+}
+
+// where says where a source's files come from.
+export function where(s: Source): string {
+  const c = s.config ?? {};
+  switch (s.kind) {
+    case "folder":
+      return (c.path ?? "") + (c.recursive ? " (recursive)" : "");
+    case "ftp":
+      return c.url ?? "";
+    case "s3":
+      return `s3://${c.bucket ?? ""}/${c.prefix ?? ""}` + (c.endpoint ? ` at ${c.endpoint}` : "");
+  }
+  return "";
 }
 
 export function sourcesPage(me: api.Me): Page {
@@ -51,7 +74,7 @@ export function sourcesPage(me: api.Me): Page {
       { "data-source": s.name },
       h("td", null, s.name),
       h("td", null, s.kind),
-      h("td", null, s.config?.path ?? ""),
+      h("td", null, where(s)),
       h("td", null, s.pipeline),
       h("td", null, s.after),
       h("td", null, s.enabled ? "on" : "off"),
@@ -65,10 +88,10 @@ export function sourcesPage(me: api.Me): Page {
 
   return listPage<Source>({
     title: "Sources",
-    intro: "Folders that feed jobs by themselves: every stable CSV or XLSX file dropped there becomes a job, once.",
-    empty: "No sources yet. Add a watched folder with: sluice source add folder NAME --path DIR --pipeline PIPELINE",
+    intro: "Folders, FTP folders and S3 prefixes that feed jobs by themselves: every stable CSV or XLSX file that arrives there becomes a job, once.",
+    empty: "No sources yet. Add one with: sluice source add folder|ftp|s3 NAME ... --pipeline PIPELINE (see sluice source add --help)",
     cls: "sources",
-    head: ["Name", "Kind", "Path", "Pipeline", "After ingest", "Enabled", "Last look", "Last error", "Ingested", "Failed", ""],
+    head: ["Name", "Kind", "Where", "Pipeline", "After ingest", "Enabled", "Last look", "Last error", "Ingested", "Failed", ""],
     load: async () => (await api.get<{ sources: Source[] }>("/api/sources")).sources,
     row,
   });
