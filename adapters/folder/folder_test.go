@@ -35,6 +35,8 @@ type opts struct {
 	recursive bool
 	ignore    []string
 	reingest  bool
+	// minAgeMS is the stability window (100 ms when 0).
+	minAgeMS int64
 }
 
 func newHarness(t *testing.T, o opts) *harness {
@@ -50,8 +52,11 @@ func newHarness(t *testing.T, o opts) *harness {
 	if o.after == "" {
 		o.after = engine.AfterMove
 	}
+	if o.minAgeMS == 0 {
+		o.minAgeMS = 100
+	}
 	cfg, err := json.Marshal(folder.Config{Path: dir, Recursive: o.recursive,
-		ArrivalRule: engine.ArrivalRule{MinAgeMS: 100, Ignore: o.ignore, ReingestChanged: o.reingest}})
+		ArrivalRule: engine.ArrivalRule{MinAgeMS: o.minAgeMS, Ignore: o.ignore, ReingestChanged: o.reingest}})
 	require.NoError(t, err)
 	src, err := s.CreateSource(t.Context(), &engine.SourceRecord{Name: "drop", Kind: engine.SourceFolder, Config: cfg,
 		Pipeline: engine.DefaultPipeline, After: o.after, Poll: time.Second, Enabled: true}, time.Now())
@@ -227,7 +232,10 @@ func TestCrashBetweenIngestAndLedger(t *testing.T) {
 }
 
 func TestStillBeingWritten(t *testing.T) {
-	h := newHarness(t, opts{after: engine.AfterLeave})
+	// The writer pauses 40 ms between writes; a window of 1 s keeps a
+	// loaded machine's late wake-ups from looking like a finished file
+	// (a writer silent for longer than the window does look finished).
+	h := newHarness(t, opts{after: engine.AfterLeave, minAgeMS: 1000})
 	h.start()
 	p := filepath.Join(h.dir, "slow.csv")
 	w, err := os.Create(p)
