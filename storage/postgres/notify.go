@@ -1,0 +1,148 @@
+package postgres
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/sluicehq/sluice/engine"
+)
+
+// Wake-ups (seed 002). A transaction that makes work claimable (enqueue,
+// the end of an ingest, a resume, a retry, a reaped lease) sends
+// NOTIFY <channel>, 'w'; one that only changes what people see sends 'c'.
+// PostgreSQL delivers a notification only when its transaction commits, so
+// a listener never hears of work it cannot see yet. The payload is a poke,
+// not data: the tables stay the truth, and a lost notification costs
+// latency (the runner's fallback poll finds the work), never work.
+const (
+	wakeWork   = "w"
+	wakeChange = "c"
+)
+
+// notify queues a notification of kind for when tx commits. Notifications
+// of one kind within one transaction are folded into one by PostgreSQL.
+func (s *Store) notify(ctx context.Context, tx pgx.Tx, kind string) error {
+	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, kind)
+	return err
+}
+
+// listener holds the dedicated LISTEN connection of a store. It counts
+// every notification (ChangeCounter) and wakes the subscribed notifiers on
+// work; it reconnects with backoff, and after each (re)connect it counts
+// one change and wakes everyone, because notifications sent while it was
+// away are lost: that is the start-up scan.
+type listener struct {
+	s       *Store
+	changes atomic.Int64
+	// connected is 1 while the LISTEN connection is up.
+	connected atomic.Bool
+
+	mu        sync.Mutex
+	notifiers []*engine.Notifier
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// listenBackoff bounds the wait between reconnects.
+const (
+	listenBackoffMin = 50 * time.Millisecond
+	listenBackoffMax = 5 * time.Second
+)
+
+func startListener(s *Store) *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &listener{s: s, cancel: cancel, done: make(chan struct{})}
+	go l.loop(ctx)
+	return l
+}
+
+func (l *listener) stop() {
+	l.cancel()
+	<-l.done
+}
+
+func (l *listener) loop(ctx context.Context) {
+	defer close(l.done)
+	backoff := time.Duration(0)
+	for ctx.Err() == nil {
+		err := l.listen(ctx)
+		l.connected.Store(false)
+		if ctx.Err() != nil {
+			return
+		}
+		_ = err // the next connect tells whether the server is back
+		backoff = min(max(2*backoff, listenBackoffMin), listenBackoffMax)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// listen runs one LISTEN connection until it fails or ctx ends.
+func (l *listener) listen(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, l.s.cfg.ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.Background())
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.s.channel}.Sanitize()); err != nil {
+		return err
+	}
+	l.connected.Store(true)
+	l.bump(true)
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		l.bump(n.Payload == wakeWork)
+	}
+}
+
+func (l *listener) bump(work bool) {
+	l.changes.Add(1)
+	if !work {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range l.notifiers {
+		n.Notify()
+	}
+}
+
+// WakeOn makes every notification of new work, from any process on this
+// database, wake the subscribers of n (the workers of this process). It is
+// the optional capability app/env.go looks for.
+func (s *Store) WakeOn(n *engine.Notifier) {
+	if s.lis == nil || n == nil {
+		return
+	}
+	s.lis.mu.Lock()
+	s.lis.notifiers = append(s.lis.notifiers, n)
+	s.lis.mu.Unlock()
+}
+
+// Listening reports whether the LISTEN connection is up.
+func (s *Store) Listening() bool { return s.lis != nil && s.lis.connected.Load() }
+
+// ChangeCounter returns the number of notifications this store's listener
+// has heard: it moves whenever any process commits a change to the queue.
+// Without a listener it reads the claim-ticket sequence and the newest job
+// and attempt (a rough but moving figure).
+func (s *Store) ChangeCounter(ctx context.Context) (int64, error) {
+	if s.lis != nil {
+		return s.lis.changes.Load(), nil
+	}
+	var v int64
+	err := s.pool.QueryRow(ctx, `SELECT (SELECT last_value FROM claim_tickets)
+		+ COALESCE((SELECT max(updated_at) FROM jobs), 0)`).Scan(&v)
+	return v, err
+}
