@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -16,7 +17,7 @@ const (
 	// on SQLite: runnable jobs with a due item, under their request
 	// limit, under the in-flight limit ($4), of users not at theirs ($5),
 	// longest unclaimed first (higher priority first).
-	claimJobsSQL = `SELECT id FROM jobs
+	claimJobsSQL = `SELECT id, request_limit FROM jobs
 		WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
 		AND (request_limit = 0 OR attempts + processing_items < request_limit)
 		AND ($3::bigint = 0 OR id = $3)
@@ -25,9 +26,10 @@ const (
 		AND EXISTS (SELECT 1 FROM job_items
 			WHERE job_items.job_id = jobs.id AND status = 'PENDING' AND updated_at <= $1)
 		ORDER BY priority DESC, claim_ticket, id LIMIT $2`
-	// lockJobsSQL locks the chosen jobs in id order (every transaction that
-	// changes a job's items locks its row first, in that order, so they
-	// never deadlock) and reads their counters as they are now.
+	// lockJobsSQL locks the chosen jobs in id order and reads their
+	// counters as they are now: a claim that must respect a budget (a
+	// spending cap, an in-flight limit) reads it and takes the items under
+	// the lock, so that two claims never both spend the last of it.
 	lockJobsSQL = `SELECT id, user_id, request_limit, attempts, processing_items, pending_items,
 			queue_state IN ('QUEUED', 'RUNNING')
 		FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`
@@ -47,6 +49,8 @@ const (
 		FROM c WHERE i.id = c.id
 		RETURNING i.id, i.job_id, i.user_id, i.pipeline, i.seq, i.stage, COALESCE(i.normalized_json, i.input_json),
 			i.result_json, i.attempts, i.strategy, i.run_at`
+	// claimJobSQL moves a job's counters by what one claim took and sends
+	// the job to the back of the line.
 	claimJobSQL = `UPDATE jobs SET pending_items = pending_items - $1, processing_items = processing_items + $1,
 		queue_state = CASE WHEN $1 > 0 AND queue_state = 'QUEUED' THEN 'RUNNING' ELSE queue_state END,
 		started_at = CASE WHEN $1 > 0 THEN COALESCE(started_at, $2) ELSE started_at END,
@@ -80,6 +84,13 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	var out []*engine.Item
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
+		// A claim need not survive a crash of the server: one lost that
+		// way leaves its items PENDING, as if the worker had died, and the
+		// worker's outcomes for them are refused as stale. Its commit skips
+		// the wait for the WAL flush, most of an idle worker's pickup time.
+		if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
 		// userLeft: how many more items each user may have in flight
 		// (only with a per-user limit; users at it are left out).
 		var userLeft map[int64]int
@@ -97,56 +108,35 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 		if err != nil {
 			return err
 		}
-		order, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil || len(order) == 0 {
-			return err
-		}
-		rows, err = tx.Query(ctx, lockJobsSQL, order)
-		if err != nil {
-			return err
-		}
-		locked := map[int64]*claimJob{}
+		var order []int64
+		budgeted := p.MaxInFlightPerJob > 0 || p.MaxInFlightPerUser > 0
 		for rows.Next() {
-			j := &claimJob{}
-			if err := rows.Scan(&j.id, &j.user, &j.limit, &j.requests, &j.processing, &j.pending, &j.runnable); err != nil {
+			var id, limit int64
+			if err := rows.Scan(&id, &limit); err != nil {
 				rows.Close()
 				return err
 			}
-			locked[j.id] = j
+			order = append(order, id)
+			budgeted = budgeted || limit > 0
 		}
 		rows.Close()
-		if err := rows.Err(); err != nil {
+		if err := rows.Err(); err != nil || len(order) == 0 {
 			return err
 		}
+		jobs := order
 		// budget: how many more items a job with a spending cap or an
 		// in-flight limit may have claimed, from its counters as locked.
-		var jobs []int64
 		budget := map[int64]int{}
 		owner := map[int64]int64{}
-		for _, id := range order {
-			j := locked[id]
-			if j == nil || !j.runnable || j.pending <= 0 {
-				continue // changed between the pick and the lock
-			}
-			jobs = append(jobs, id)
-			owner[id] = j.user
-			if j.limit > 0 {
-				budget[id] = int(j.limit - j.requests - j.processing)
-			}
-			if p.MaxInFlightPerJob > 0 {
-				b := p.MaxInFlightPerJob - int(j.processing)
-				if old, capped := budget[id]; !capped || b < old {
-					budget[id] = b
-				}
-			}
-			if userLeft != nil {
-				if _, seen := userLeft[j.user]; !seen {
-					userLeft[j.user] = p.MaxInFlightPerUser
-				}
+		if budgeted {
+			if jobs, err = s.lockBudgets(ctx, tx, p, order, budget, owner, userLeft); err != nil {
+				return err
 			}
 		}
 		remaining := p.Limit
 		full := make([]int64, 0, len(jobs))
+		// took: items taken per job, of every job that had a share to take.
+		took := make(map[int64]int, len(jobs))
 		claimOne := func(jobID int64, limit int) (int, error) {
 			if b, capped := budget[jobID]; capped {
 				limit = min(limit, b)
@@ -167,12 +157,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			if userLeft != nil {
 				userLeft[owner[jobID]] -= n
 			}
-			// A job moves to the back of the line also when none of its
-			// items was due, so that jobs waiting only for retries do not
-			// crowd out the others.
-			if _, err := tx.Exec(ctx, claimJobSQL, n, now, jobID); err != nil {
-				return 0, err
-			}
+			took[jobID] += n
 			return n, nil
 		}
 		for i, jobID := range jobs {
@@ -197,6 +182,17 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			}
 			remaining -= n
 		}
+		// The counters move last, job by job in id order: the job rows are
+		// locked only from here to the commit, and never in an order that
+		// could deadlock with another claim or a completion. A job moves to
+		// the back of the line also when none of its items was due, so
+		// that jobs waiting only for retries do not crowd out the others.
+		ids := slices.Sorted(maps.Keys(took))
+		for _, id := range ids {
+			if _, err := tx.Exec(ctx, claimJobSQL, took[id], now, id); err != nil {
+				return err
+			}
+		}
 		if len(out) > 0 {
 			return s.notify(ctx, tx, wakeChange)
 		}
@@ -206,6 +202,55 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 		return nil, fmt.Errorf("claim items: %w", err)
 	}
 	return out, nil
+}
+
+// lockBudgets locks the jobs of a budgeted claim in id order, drops those
+// that stopped being runnable since they were picked, and fills each job's
+// budget and owner from its counters as locked. It returns the jobs left,
+// in the pick's order.
+func (s *Store) lockBudgets(ctx context.Context, tx pgx.Tx, p *engine.ClaimItemsParams, order []int64,
+	budget map[int64]int, owner map[int64]int64, userLeft map[int64]int) ([]int64, error) {
+	rows, err := tx.Query(ctx, lockJobsSQL, order)
+	if err != nil {
+		return nil, err
+	}
+	locked := map[int64]*claimJob{}
+	for rows.Next() {
+		j := &claimJob{}
+		if err := rows.Scan(&j.id, &j.user, &j.limit, &j.requests, &j.processing, &j.pending, &j.runnable); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		locked[j.id] = j
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var jobs []int64
+	for _, id := range order {
+		j := locked[id]
+		if j == nil || !j.runnable || j.pending <= 0 {
+			continue // changed between the pick and the lock
+		}
+		jobs = append(jobs, id)
+		owner[id] = j.user
+		if j.limit > 0 {
+			budget[id] = int(j.limit - j.requests - j.processing)
+		}
+		if p.MaxInFlightPerJob > 0 {
+			b := p.MaxInFlightPerJob - int(j.processing)
+			if old, capped := budget[id]; !capped || b < old {
+				budget[id] = b
+			}
+		}
+		if userLeft != nil {
+			if _, seen := userLeft[j.user]; !seen {
+				userLeft[j.user] = p.MaxInFlightPerUser
+			}
+		}
+	}
+	return jobs, nil
 }
 
 // userInFlight returns how many more items each user with items in flight
@@ -285,8 +330,11 @@ func (s *Store) RenewLeases(ctx context.Context, p *engine.RenewLeasesParams) (i
 	if len(p.ItemIDs) == 0 {
 		return 0, nil
 	}
+	// SKIP LOCKED: an item being completed right now needs no renewal, and
+	// waiting for it could deadlock with the completion's own row order.
 	n, err := exec(ctx, s.pool, `UPDATE job_items SET lease_expires_at = ?
-		WHERE locked_by = ? AND status = 'PROCESSING' AND id = ANY(?)`, ms(p.Now.Add(p.LeaseFor)), p.WorkerID, p.ItemIDs)
+		WHERE id IN (SELECT id FROM job_items WHERE id = ANY(?) AND locked_by = ? AND status = 'PROCESSING'
+			FOR UPDATE SKIP LOCKED)`, ms(p.Now.Add(p.LeaseFor)), p.ItemIDs, p.WorkerID)
 	if err != nil {
 		return 0, fmt.Errorf("renew leases: %w", err)
 	}

@@ -53,19 +53,10 @@ func (d deltas) of(job int64) *jobDelta {
 	return x
 }
 
-// lockJobs locks job rows in id order, so that transactions touching
-// several jobs never wait for each other in a cycle.
-func lockJobs(ctx context.Context, tx pgx.Tx, ids []int64) error {
-	ids = slices.Clone(ids)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	_, err := tx.Exec(ctx, `SELECT 1 FROM jobs WHERE id = ANY($1) ORDER BY id FOR UPDATE`, ids)
-	return err
-}
-
-// CompleteItems applies many outcomes in one transaction: the jobs are
-// locked first, then the items change in one statement, the attempts are
-// recorded in another, and the counters follow.
+// CompleteItems applies many outcomes in one transaction: the items change
+// in one statement (they are this worker's, under its lease), the attempts
+// are recorded in another, and the job counters follow, in job id order,
+// last: a job's row is locked only from there to the commit.
 func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams) (*engine.CompleteItemsResult, error) {
 	res := &engine.CompleteItemsResult{}
 	if len(p.Outcomes) == 0 {
@@ -82,7 +73,6 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		runAts                 = make([]int64, 0, n)
 		nextStages, strategies = make([]int32, 0, n), make([]int32, 0, n)
 		attemptNos, stages     = make([]int32, 0, n), make([]int32, 0, n)
-		jobIDs                 []int64
 		byItem                 = make(map[int64]int, n)
 		dupes                  []int64
 	)
@@ -116,15 +106,11 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		strategies = append(strategies, int32(o.Strategy))
 		attemptNos = append(attemptNos, int32(o.Attempt))
 		stages = append(stages, int32(o.Stage))
-		jobIDs = append(jobIDs, o.JobID)
 	}
 	var wake bool
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		*res = engine.CompleteItemsResult{}
 		wake = false
-		if err := lockJobs(ctx, tx, jobIDs); err != nil {
-			return err
-		}
 		rows, err := tx.Query(ctx, completeItemsSQL, p.WorkerID, ids, statuses, nextStages, results, errs, codes, runAts,
 			strategies, attemptNos, stages)
 		if err != nil {
@@ -193,8 +179,10 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 	return res, nil
 }
 
-// applyDeltas bumps job counters and finishes jobs that have nothing left,
-// in a transaction that holds the jobs' row locks.
+// applyDeltas bumps job counters and finishes jobs that have nothing left.
+// Each UPDATE locks its job's row until the commit, in id order, so that
+// transactions touching several jobs never wait for each other in a cycle;
+// it reads the counters it decides on from its own UPDATE.
 func applyDeltas(ctx context.Context, tx pgx.Tx, d deltas, now int64) ([]int64, error) {
 	ids := make([]int64, 0, len(d))
 	for id := range d {

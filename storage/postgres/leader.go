@@ -8,6 +8,8 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // Leadership (seed 003): of all processes on one database, the one that
@@ -26,13 +28,26 @@ type Leader struct {
 
 // Leader returns the election of the duty name (for example "reaper" or
 // "scheduler"); every process must use the same name for the same duty.
+// One store has one election per duty: asking twice returns the same one.
 func (s *Store) Leader(name string) *Leader {
-	l := &Leader{s: s, key: int32(crc32.ChecksumIEEE([]byte(name)))}
 	s.leadersMu.Lock()
-	s.leaders = append(s.leaders, l)
-	s.leadersMu.Unlock()
+	defer s.leadersMu.Unlock()
+	if l, ok := s.leaders[name]; ok {
+		return l
+	}
+	l := &Leader{s: s, key: int32(crc32.ChecksumIEEE([]byte(name)))}
+	if s.leaders == nil {
+		s.leaders = map[string]*Leader{}
+	}
+	s.leaders[name] = l
 	return l
 }
+
+// Elector returns Leader(duty) as an engine.Elector: the capability that
+// makes one runner of all processes on this database reap.
+func (s *Store) Elector(duty string) engine.Elector { return s.Leader(duty) }
+
+var _ engine.ElectingStore = (*Store)(nil)
 
 // TryLead tries to become (or checks that it still is) the leader, without
 // waiting. It returns true while this process leads.

@@ -11,9 +11,8 @@ import (
 
 // ReapExpiredLeases gives back items whose worker stopped renewing their
 // lease: to PENDING, or to ERROR (poison) once the job's attempts are spent.
-// Any number of processes may reap at once: the expired items are found
-// first, their jobs locked, and each item changes only if it is still
-// PROCESSING under an expired lease.
+// Any number of processes may reap at once: each locks the expired items it
+// takes (skipping those another holds), and the job counters move last.
 func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (int, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -23,24 +22,12 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (in
 	var moved int
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		moved = 0
-		rows, err := tx.Query(ctx, `SELECT DISTINCT job_id FROM (SELECT job_id FROM job_items
-			WHERE status = 'PROCESSING' AND lease_expires_at < $1 LIMIT $2) e`, now, limit)
-		if err != nil {
-			return err
-		}
-		jobs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil || len(jobs) == 0 {
-			return err
-		}
-		if err := lockJobs(ctx, tx, jobs); err != nil {
-			return err
-		}
-		// Under the job locks, no completer or claim of these jobs runs:
-		// the items read now are the items changed below.
-		rows, err = tx.Query(ctx, `SELECT i.id, i.job_id, i.attempts, i.stage, COALESCE(i.locked_by, ''), i.locked_at, j.max_attempts
+		// SKIP LOCKED: an item whose worker is completing it right now is
+		// not lost; the completion decides it.
+		rows, err := tx.Query(ctx, `SELECT i.id, i.job_id, i.attempts, i.stage, COALESCE(i.locked_by, ''), i.locked_at, j.max_attempts
 			FROM job_items i JOIN jobs j ON j.id = i.job_id
-			WHERE i.status = 'PROCESSING' AND i.lease_expires_at < $1 AND i.job_id = ANY($2)
-			ORDER BY i.id LIMIT $3`, now, jobs, limit)
+			WHERE i.status = 'PROCESSING' AND i.lease_expires_at < $1
+			ORDER BY i.id LIMIT $2 FOR UPDATE OF i SKIP LOCKED`, now, limit)
 		if err != nil {
 			return err
 		}
@@ -125,16 +112,9 @@ func (s *Store) ReleaseItems(ctx context.Context, p *engine.ReleaseItemsParams) 
 		return 0, nil
 	}
 	now := ms(p.Now)
-	jobs := make([]int64, 0, len(p.Items))
-	for _, it := range p.Items {
-		jobs = append(jobs, it.JobID)
-	}
 	var released int
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		released = 0
-		if err := lockJobs(ctx, tx, jobs); err != nil {
-			return err
-		}
 		d := deltas{}
 		for _, it := range p.Items {
 			n, err := exec(ctx, tx, `UPDATE job_items SET status = 'PENDING', attempts = attempts - 1, run_at = ?,

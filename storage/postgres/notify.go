@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -13,20 +14,30 @@ import (
 
 // Wake-ups (seed 002). A transaction that makes work claimable (enqueue,
 // the end of an ingest, a resume, a retry, a reaped lease) sends
-// NOTIFY <channel>, 'w'; one that only changes what people see sends 'c'.
-// PostgreSQL delivers a notification only when its transaction commits, so
-// a listener never hears of work it cannot see yet. The payload is a poke,
-// not data: the tables stay the truth, and a lost notification costs
-// latency (the runner's fallback poll finds the work), never work.
+// NOTIFY <channel>, 'w'. PostgreSQL delivers a notification only when its
+// transaction commits, so a listener never hears of work it cannot see
+// yet. The payload is a poke, not data: the tables stay the truth, and a
+// lost notification costs latency (the runner's fallback poll finds the
+// work), never work.
+//
+// Claims and plain completions send none: NOTIFY serialises the commits of
+// notifying transactions on one server-wide lock, which the hot path cannot
+// afford. Every write takes a number from the changes sequence instead,
+// which ChangeCounter reads.
 const (
 	wakeWork   = "w"
 	wakeChange = "c"
 )
 
-// notify queues a notification of kind for when tx commits. Notifications
-// of one kind within one transaction are folded into one by PostgreSQL.
+// notify records a change made by tx and, for kind wakeWork, queues a
+// notification for when tx commits (PostgreSQL folds repeats within one
+// transaction into one).
 func (s *Store) notify(ctx context.Context, tx pgx.Tx, kind string) error {
-	_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, s.channel, kind)
+	if kind == wakeWork {
+		_, err := tx.Exec(ctx, `SELECT pg_notify($1, $2), nextval('changes')`, s.channel, kind)
+		return err
+	}
+	_, err := tx.Exec(ctx, `SELECT nextval('changes')`)
 	return err
 }
 
@@ -133,16 +144,19 @@ func (s *Store) WakeOn(n *engine.Notifier) {
 // Listening reports whether the LISTEN connection is up.
 func (s *Store) Listening() bool { return s.lis != nil && s.lis.connected.Load() }
 
-// ChangeCounter returns the number of notifications this store's listener
-// has heard: it moves whenever any process commits a change to the queue.
-// Without a listener it reads the claim-ticket sequence and the newest job
-// and attempt (a rough but moving figure).
+// ChangeCounter returns a number that moves whenever any process commits a
+// change to the queue: the last number taken from the changes sequence,
+// plus the (re)connects of the listener (notifications missed while it was
+// away). A writer takes its number just before it commits, so the counter
+// can move a moment before the change is visible; the callers look again
+// on their next tick while work is unfinished.
 func (s *Store) ChangeCounter(ctx context.Context) (int64, error) {
-	if s.lis != nil {
-		return s.lis.changes.Load(), nil
-	}
 	var v int64
-	err := s.pool.QueryRow(ctx, `SELECT (SELECT last_value FROM claim_tickets)
-		+ COALESCE((SELECT max(updated_at) FROM jobs), 0)`).Scan(&v)
-	return v, err
+	if err := s.pool.QueryRow(ctx, `SELECT last_value FROM changes`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("change counter: %w", err)
+	}
+	if s.lis != nil {
+		v += s.lis.changes.Load()
+	}
+	return v, nil
 }

@@ -68,7 +68,7 @@ type Store struct {
 	// leaders are the elections made by Leader, resigned on Close (a held
 	// lock keeps a pool connection).
 	leadersMu sync.Mutex
-	leaders   []*Leader
+	leaders   map[string]*Leader
 
 	closeOnce sync.Once
 	closeErr  error
@@ -100,9 +100,15 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		}
 		cfg.ConnConfig.RuntimeParams["search_path"] = schema
 	} else {
+		// A URL may name the schema (?search_path=name): every process
+		// given that URL shares it, and the first one creates it.
 		schema = cfg.ConnConfig.RuntimeParams["search_path"]
 		if schema == "" {
 			schema = "public"
+		} else if !strings.ContainsAny(schema, ", \"") {
+			if err := createSchema(ctx, cfg.ConnConfig, schema); err != nil {
+				return nil, err
+			}
 		}
 	}
 	s := &Store{cfg: cfg, schema: schema, channel: "sluice_" + schema, lockSpace: lockSpace(schema)}
