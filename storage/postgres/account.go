@@ -24,13 +24,6 @@ func scanUser(row scanner) (*engine.User, error) {
 	return &u, nil
 }
 
-func validRole(role string) error {
-	if role != engine.RoleAdmin && role != engine.RoleUser {
-		return engine.Errorf(engine.EINVALID, "role %q is not %s or %s", role, engine.RoleAdmin, engine.RoleUser)
-	}
-	return nil
-}
-
 // CreateUser adds an account; the unique name decides between two
 // concurrent creators.
 func (s *Store) CreateUser(ctx context.Context, p *engine.CreateUserParams) (*engine.User, error) {
@@ -38,7 +31,7 @@ func (s *Store) CreateUser(ctx context.Context, p *engine.CreateUserParams) (*en
 	if name == "" {
 		return nil, engine.Errorf(engine.EINVALID, "a user needs a name")
 	}
-	if err := validRole(p.Role); err != nil {
+	if err := engine.ValidateRole(p.Role); err != nil {
 		return nil, err
 	}
 	u, err := scanUser(queryRow(ctx, s.pool, `INSERT INTO users (name, role, password_hash, created_at)
@@ -122,17 +115,9 @@ func scanToken(row scanner) (*engine.Token, error) {
 	return &t, nil
 }
 
-func validKind(kind string) error {
-	switch kind {
-	case engine.TokenAPI, engine.TokenSession, engine.TokenSignIn:
-		return nil
-	}
-	return engine.Errorf(engine.EINVALID, "token kind %q is not api, session or signin", kind)
-}
-
 // CreateToken stores a token by its hash.
 func (s *Store) CreateToken(ctx context.Context, p *engine.CreateTokenParams) (*engine.Token, error) {
-	if err := validKind(p.Kind); err != nil {
+	if err := engine.ValidateTokenKind(p.Kind); err != nil {
 		return nil, err
 	}
 	if p.Hash == "" {

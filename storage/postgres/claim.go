@@ -133,8 +133,6 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return err
 			}
 		}
-		remaining := p.Limit
-		full := make([]int64, 0, len(jobs))
 		// took: items taken per job, of every job that had a share to take.
 		took := make(map[int64]int, len(jobs))
 		claimOne := func(jobID int64, limit int) (int, error) {
@@ -160,27 +158,8 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			took[jobID] += n
 			return n, nil
 		}
-		for i, jobID := range jobs {
-			share := (remaining + len(jobs) - i - 1) / (len(jobs) - i)
-			n, err := claimOne(jobID, share)
-			if err != nil {
-				return err
-			}
-			remaining -= n
-			if n == share {
-				full = append(full, jobID)
-			}
-		}
-		// Leftover capacity goes to the jobs that filled their share.
-		for _, jobID := range full {
-			if remaining <= 0 {
-				break
-			}
-			n, err := claimOne(jobID, remaining)
-			if err != nil {
-				return err
-			}
-			remaining -= n
+		if err := engine.SpreadClaim(jobs, p.Limit, claimOne); err != nil {
+			return err
 		}
 		// The counters move last, job by job in id order: the job rows are
 		// locked only from here to the commit, and never in an order that

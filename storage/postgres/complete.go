@@ -78,24 +78,16 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 	)
 	for i := range p.Outcomes {
 		o := &p.Outcomes[i]
-		switch o.Status {
-		case engine.ItemDone, engine.ItemError, engine.ItemNotFound, engine.ItemSkipped, engine.ItemPending:
-		default:
-			return nil, engine.Errorf(engine.EINVALID, "outcome of item %d: status %q cannot end an attempt", o.ItemID, o.Status)
+		nextStage, at, err := o.Next(p.Now)
+		if err != nil {
+			return nil, err
 		}
 		if _, twice := byItem[o.ItemID]; twice {
 			dupes = append(dupes, o.ItemID)
 			continue
 		}
 		byItem[o.ItemID] = i
-		runAt := now
-		nextStage := o.Stage
-		if o.Status == engine.ItemPending {
-			nextStage = o.NextStage
-			if !o.RunAt.IsZero() {
-				runAt = ms(o.RunAt)
-			}
-		}
+		runAt := ms(at)
 		ids = append(ids, o.ItemID)
 		statuses = append(statuses, string(o.Status))
 		nextStages = append(nextStages, int32(nextStage))

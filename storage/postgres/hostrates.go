@@ -3,8 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -12,27 +10,10 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-// validHostRate checks one rate before anything is written.
-func validHostRate(r *engine.HostRate) error {
-	if strings.TrimSpace(r.Host) == "" {
-		return engine.Errorf(engine.EINVALID, "a host rate needs a host")
-	}
-	if !(r.Rate > 0) || math.IsInf(r.Rate, 0) {
-		return engine.Errorf(engine.EINVALID, "host %s: rate %v is not a positive number", r.Host, r.Rate)
-	}
-	if !(r.Ceiling >= 0) || math.IsInf(r.Ceiling, 0) {
-		return engine.Errorf(engine.EINVALID, "host %s: ceiling %v is not a non-negative number", r.Host, r.Ceiling)
-	}
-	if r.Concurrency < 0 {
-		return engine.Errorf(engine.EINVALID, "host %s: concurrency %d is negative", r.Host, r.Concurrency)
-	}
-	return nil
-}
-
 // SaveHostRates upserts the rates in one transaction.
 func (s *Store) SaveHostRates(ctx context.Context, rates []engine.HostRate, now time.Time) error {
 	for i := range rates {
-		if err := validHostRate(&rates[i]); err != nil {
+		if err := rates[i].Validate(); err != nil {
 			return err
 		}
 	}

@@ -77,7 +77,7 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 	if limit <= 0 {
 		limit = 100
 	}
-	statuses := distinctStatuses(p.Statuses)
+	statuses := engine.DistinctStatuses(p.Statuses)
 	var after []any
 	cursor := ""
 	if p.After != nil {
@@ -180,7 +180,7 @@ func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn fun
 	if p.GridOnly && p.WithInput {
 		return engine.Errorf(engine.EINVALID, "scan items: GridOnly and WithInput exclude each other")
 	}
-	statuses := distinctStatuses(p.Statuses)
+	statuses := engine.DistinctStatuses(p.Statuses)
 	names := make([]string, len(statuses))
 	for i, st := range statuses {
 		names[i] = string(st)
@@ -236,31 +236,9 @@ func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn fun
 	return err
 }
 
-// distinctStatuses returns statuses without repeats, or every status when
-// it is empty: a filter that names a status twice still lists its items once.
-func distinctStatuses(statuses []engine.ItemStatus) []engine.ItemStatus {
-	if len(statuses) == 0 {
-		return engine.ItemStatuses
-	}
-	out := make([]engine.ItemStatus, 0, len(statuses))
-	for _, st := range statuses {
-		if !slices.Contains(out, st) {
-			out = append(out, st)
-		}
-	}
-	return out
-}
-
 // ReprocessItems puts terminal items back to PENDING.
 func (s *Store) ReprocessItems(ctx context.Context, p *engine.ReprocessParams) (int64, error) {
-	statuses := p.Statuses
-	if len(statuses) == 0 {
-		if len(p.ItemIDs) > 0 {
-			statuses = []engine.ItemStatus{engine.ItemDone, engine.ItemError, engine.ItemNotFound, engine.ItemSkipped}
-		} else {
-			statuses = []engine.ItemStatus{engine.ItemError, engine.ItemNotFound}
-		}
-	}
+	statuses := p.TargetStatuses()
 	now := ms(p.Now)
 	var total int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {

@@ -59,7 +59,7 @@ func (s *Store) GetPipeline(ctx context.Context, name string) (*engine.Pipeline,
 	if err != nil {
 		return nil, fmt.Errorf("get pipeline %s: %w", name, err)
 	}
-	return decodePipeline(spec, version, updated)
+	return engine.DecodePipeline([]byte(spec), version, fromMS(updated))
 }
 
 // ListPipelines returns every pipeline by name.
@@ -77,23 +77,13 @@ func (s *Store) ListPipelines(ctx context.Context) ([]*engine.Pipeline, error) {
 		if err := rows.Scan(&spec, &version, &updated); err != nil {
 			return nil, err
 		}
-		p, err := decodePipeline(spec, version, updated)
+		p, err := engine.DecodePipeline([]byte(spec), version, fromMS(updated))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, p)
 	}
 	return out, rows.Err()
-}
-
-func decodePipeline(spec string, version int, updated int64) (*engine.Pipeline, error) {
-	var p engine.Pipeline
-	if err := json.Unmarshal([]byte(spec), &p); err != nil {
-		return nil, fmt.Errorf("decode pipeline: %w", err)
-	}
-	p.Version = version
-	p.UpdatedAt = fromMS(updated)
-	return &p, nil
 }
 
 // CreateFile records an input file.
