@@ -139,3 +139,29 @@ func TestPostgresFourWorkersKill9(t *testing.T) {
 	// Three workers other than the victim did work.
 	require.GreaterOrEqual(t, pgCount(`SELECT count(DISTINCT worker) FROM item_attempts WHERE outcome = 'DONE'`), int64(3))
 }
+
+// TestPostgresCLI: the CLI's commands work the same on a PostgreSQL store:
+// an ingest, a draining worker, the listing; a bad password never shows.
+func TestPostgresCLI(t *testing.T) {
+	t.Parallel()
+	storeURL, st := pgStoreURL(t)
+	c := newCLI(t)
+	csv := c.file("rows.csv", "sku,name\nA1,one\nA2,two\nA3,three\n")
+	c.ok("--store", storeURL, "ingest", csv)
+	c.ok("--store", storeURL, "worker", "--drain")
+	out := c.ok("--store", storeURL, "jobs", "--json")
+	require.Contains(t, out, `"state": "DONE"`)
+	j, err := st.GetJob(context.Background(), 1)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), j.Counts.Done, "the rows went to PostgreSQL, not the data directory")
+	require.NoFileExists(t, filepath.Join(c.data, "sluice.db"))
+
+	bad, err := url.Parse(storeURL)
+	require.NoError(t, err)
+	bad.User = url.UserPassword("nobody", "s3cret-pw")
+	bad.Host = "127.0.0.1:1" // nothing listens there
+	code, _, errs := c.run("--store", bad.String(), "jobs")
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "open postgres store")
+	require.NotContains(t, errs, "s3cret-pw")
+}
