@@ -106,24 +106,7 @@ func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*en
 	var id int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		var err error
-		id, err = insertJobRow(ctx, tx, &p.Job)
-		if err != nil {
-			return err
-		}
-		now := ms(p.Job.Now)
-		r := inserted{}
-		if len(p.Items) > 0 {
-			if r, err = insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, 0, p.Items, now); err != nil {
-				return err
-			}
-		}
-		_, err = exec(ctx, tx, `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
-				first_item_id = ?, last_item_id = ?, last_seq = ?,
-				queue_state = CASE WHEN ?::bigint = 0 THEN 'DONE' ELSE 'QUEUED' END,
-				finished_at = CASE WHEN ?::bigint = 0 THEN ?::bigint ELSE NULL END
-			WHERE id = ?`, r.pending, r.skipped, r.pending+r.skipped, nullID(r.firstID), nullID(r.lastID), r.lastSeq,
-			r.pending, r.pending, now, id)
-		if err != nil {
+		if id, err = enqueueJob(ctx, tx, p); err != nil {
 			return err
 		}
 		return s.notify(ctx, tx, wakeWork)
@@ -132,4 +115,27 @@ func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*en
 		return nil, fmt.Errorf("enqueue job: %w", err)
 	}
 	return s.GetJob(ctx, id)
+}
+
+// enqueueJob is EnqueueJob in the caller's transaction, without the
+// wake-up. A held dedupe key returns ErrDuplicate and leaves tx usable.
+func enqueueJob(ctx context.Context, tx pgx.Tx, p *engine.EnqueueJobParams) (int64, error) {
+	id, err := insertJobRow(ctx, tx, &p.Job)
+	if err != nil {
+		return 0, err
+	}
+	now := ms(p.Job.Now)
+	r := inserted{}
+	if len(p.Items) > 0 {
+		if r, err = insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, 0, p.Items, now); err != nil {
+			return 0, err
+		}
+	}
+	_, err = exec(ctx, tx, `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
+			first_item_id = ?, last_item_id = ?, last_seq = ?,
+			queue_state = CASE WHEN ?::bigint = 0 THEN 'DONE' ELSE 'QUEUED' END,
+			finished_at = CASE WHEN ?::bigint = 0 THEN ?::bigint ELSE NULL END
+		WHERE id = ?`, r.pending, r.skipped, r.pending+r.skipped, nullID(r.firstID), nullID(r.lastID), r.lastSeq,
+		r.pending, r.pending, now, id)
+	return id, err
 }

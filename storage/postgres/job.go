@@ -350,12 +350,18 @@ func insertJobRow(ctx context.Context, tx pgx.Tx, p *engine.CreateJobParams) (in
 	if source == "" {
 		source = "manual"
 	}
+	if err := checkDedupeWindow(ctx, tx, p); err != nil {
+		return 0, err
+	}
 	var id int64
 	err := queryRow(ctx, tx, `INSERT INTO jobs (user_id, pipeline, name, source, source_ref, file_id, queue_state,
-			priority, max_attempts, request_cap, request_limit, last_heartbeat, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+			priority, max_attempts, request_cap, request_limit, last_heartbeat, created_at, updated_at, dedupe_key)
+		VALUES (?, ?, ?, ?, ?, ?, 'INGESTING', ?, ?, ?, ?, ?, ?, ?, ?) `+onDedupeConflict+` RETURNING id`,
 		p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), nullID(p.FileID), p.Priority, maxAttempts,
-		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now)).Scan(&id)
+		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now), nullStr(p.DedupeKey)).Scan(&id)
+	if noRows(err) {
+		return 0, engine.ErrDuplicate
+	}
 	return id, err
 }
 
