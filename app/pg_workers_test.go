@@ -3,6 +3,7 @@ package app_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"net/url"
 	"os/exec"
@@ -15,6 +16,7 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to read the tables
 	"github.com/stretchr/testify/require"
 
+	"github.com/sluicehq/sluice/app"
 	"github.com/sluicehq/sluice/storage/postgres"
 	"github.com/sluicehq/sluice/storage/postgres/pgtest"
 )
@@ -164,4 +166,72 @@ func TestPostgresCLI(t *testing.T) {
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, errs, "open postgres store")
 	require.NotContains(t, errs, "s3cret-pw")
+}
+
+// TestPostgresSchedulerFailover: two `sluice worker`s on one PostgreSQL
+// store run one scheduler between them. The first holds the scheduler
+// lease and its schedule trigger's jobs run; when it stops, the second
+// takes the lease over and the schedule goes on firing.
+func TestPostgresSchedulerFailover(t *testing.T) {
+	t.Parallel()
+	storeURL, _ := pgStoreURL(t)
+	db := openPG(t, storeURL)
+	c := newCLI(t)
+	c.ok("--store", storeURL, "trigger", "add", "tick", "--cron", "@every 1s", "--tz", "UTC", "--pipeline", "noop")
+
+	type worker struct {
+		cancel context.CancelFunc
+		done   chan int
+		errb   *strings.Builder
+	}
+	start := func(i int) *worker {
+		ctx, cancel := context.WithCancel(t.Context())
+		w := &worker{cancel: cancel, done: make(chan int, 1), errb: &strings.Builder{}}
+		data := filepath.Join(t.TempDir(), fmt.Sprintf("worker%d", i))
+		go func() {
+			var out strings.Builder
+			w.done <- app.Main(ctx, []string{"--data", data, "--log-level", "error", "--store", storeURL, "worker"}, &out, w.errb)
+		}()
+		t.Cleanup(func() { cancel(); <-w.done })
+		return w
+	}
+	pgInt := func(q string) int64 {
+		t.Helper()
+		var n int64
+		require.NoError(t, db.QueryRow(q).Scan(&n), q)
+		return n
+	}
+	holder := func() string {
+		var h string
+		err := db.QueryRow(`SELECT holder FROM leader_leases WHERE name = 'scheduler'`).Scan(&h)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ""
+		}
+		require.NoError(t, err)
+		return h
+	}
+	const doneJobs = `SELECT count(*) FROM jobs WHERE source = 'schedule' AND queue_state = 'DONE'`
+
+	first := start(0)
+	require.Eventually(t, func() bool { return holder() != "" && pgInt(doneJobs) >= 2 }, 60*time.Second, 50*time.Millisecond,
+		"the only worker leads and its schedule's jobs run")
+	leader := holder()
+	second := start(1)
+	require.Eventually(t, func() bool { return pgInt(`SELECT count(*) FROM job_workers`) == 2 }, 60*time.Second, 50*time.Millisecond,
+		"both workers beat")
+	require.Equal(t, leader, holder(), "the second worker does not take a held lease")
+	require.Equal(t, int64(1), pgInt(`SELECT count(*) FROM job_workers WHERE worker_id = '`+leader+`'`), "the lease holder is a worker")
+
+	first.cancel()
+	require.Equal(t, 0, <-first.done, first.errb.String())
+	first.done <- 0 // for the cleanup
+	before := pgInt(doneJobs)
+	require.Eventually(t, func() bool { h := holder(); return h != "" && h != leader }, 60*time.Second, 50*time.Millisecond,
+		"the second worker takes the released lease")
+	require.Eventually(t, func() bool { return pgInt(doneJobs) >= before+2 }, 60*time.Second, 50*time.Millisecond,
+		"the schedule goes on under the new leader")
+	require.Zero(t, pgInt(`SELECT count(*) FROM jobs WHERE source = 'schedule' AND queue_state NOT IN ('DONE', 'QUEUED', 'RUNNING')`))
+	second.cancel()
+	require.Equal(t, 0, <-second.done, second.errb.String())
+	second.done <- 0
 }
