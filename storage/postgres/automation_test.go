@@ -15,9 +15,12 @@ import (
 	"github.com/sluicehq/sluice/storage/postgres/pgtest"
 )
 
-// twoStores opens two stores on one fresh schema: two processes sharing a
-// database.
-func twoStores(t *testing.T) (*postgres.Store, *postgres.Store) {
+// raceTime is the fake time of the race tests.
+var raceTime = time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+
+// twoStores opens two stores on one fresh schema (two processes sharing a
+// database) and returns them with the default user's id.
+func twoStores(t *testing.T) (a, b *postgres.Store, userID int64) {
 	t.Helper()
 	url := pgtest.URL(t)
 	schema := pgtest.Schema(t)
@@ -27,7 +30,18 @@ func twoStores(t *testing.T) (*postgres.Store, *postgres.Store) {
 		t.Cleanup(func() { s.Close() })
 		return s
 	}
-	return open(), open()
+	a, b = open(), open()
+	u, err := a.DefaultUser(context.Background())
+	require.NoError(t, err)
+	return a, b, u.ID
+}
+
+// oneItemJob is a job of one item, with a dedupe key when key is set.
+func oneItemJob(userID int64, source, ref, key string) *engine.EnqueueJobParams {
+	return &engine.EnqueueJobParams{
+		Job: engine.CreateJobParams{UserID: userID, Pipeline: engine.DefaultPipeline, Source: source, SourceRef: ref,
+			DedupeKey: key, Now: raceTime},
+		Items: []engine.NewItem{{Seq: 1, Input: []byte(`{"n":1}`), Status: engine.ItemPending}}}
 }
 
 // race runs fn n times at once, on the two stores in turn, and waits.
@@ -52,11 +66,9 @@ func race(n int, stores [2]*postgres.Store, fn func(i int, s *postgres.Store)) {
 // fires once, with one job.
 func TestFireTriggersConcurrentSchedulers(t *testing.T) {
 	t.Parallel()
-	a, b := twoStores(t)
+	a, b, userID := twoStores(t)
 	ctx := context.Background()
-	u, err := a.DefaultUser(ctx)
-	require.NoError(t, err)
-	due := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	due := raceTime
 	const triggers = 30
 	for i := range triggers {
 		_, err := a.CreateTrigger(ctx, &engine.Trigger{Name: fmt.Sprintf("t%02d", i), Kind: engine.TriggerSchedule,
@@ -71,10 +83,8 @@ func TestFireTriggersConcurrentSchedulers(t *testing.T) {
 		fires := make([]engine.Fire, triggers)
 		for k := range fires {
 			name := fmt.Sprintf("t%02d", k)
-			fires[k] = engine.Fire{Trigger: name, Due: due, Next: due.Add(time.Minute), Job: &engine.EnqueueJobParams{
-				Job: engine.CreateJobParams{UserID: u.ID, Pipeline: engine.DefaultPipeline, Source: engine.SourceSchedule,
-					SourceRef: "trigger:" + name, Now: due},
-				Items: []engine.NewItem{{Seq: 1, Input: []byte(`{"n":1}`), Status: engine.ItemPending}}}}
+			fires[k] = engine.Fire{Trigger: name, Due: due, Next: due.Add(time.Minute),
+				Job: oneItemJob(userID, engine.SourceSchedule, "trigger:"+name, "")}
 		}
 		rand.Shuffle(len(fires), func(x, y int) { fires[x], fires[y] = fires[y], fires[x] })
 		res, err := s.FireTriggers(ctx, fires, due)
@@ -121,17 +131,12 @@ func TestFireTriggersConcurrentSchedulers(t *testing.T) {
 // get ErrDuplicate, not a failed transaction.
 func TestEnqueueDedupeConcurrent(t *testing.T) {
 	t.Parallel()
-	a, b := twoStores(t)
+	a, b, userID := twoStores(t)
 	ctx := context.Background()
-	u, err := a.DefaultUser(ctx)
-	require.NoError(t, err)
-	now := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	const writers = 8
 	errs := make([]error, writers)
 	race(writers, [2]*postgres.Store{a, b}, func(i int, s *postgres.Store) {
-		_, errs[i] = s.EnqueueJob(ctx, &engine.EnqueueJobParams{
-			Job:   engine.CreateJobParams{UserID: u.ID, Pipeline: engine.DefaultPipeline, DedupeKey: "nightly", Now: now},
-			Items: []engine.NewItem{{Seq: 1, Input: []byte(`{"n":1}`), Status: engine.ItemPending}}})
+		_, errs[i] = s.EnqueueJob(ctx, oneItemJob(userID, engine.SourceManual, "", "nightly"))
 	})
 	ok := 0
 	for _, err := range errs {
@@ -151,15 +156,14 @@ func TestEnqueueDedupeConcurrent(t *testing.T) {
 // once: one gets it.
 func TestLeadershipConcurrent(t *testing.T) {
 	t.Parallel()
-	a, b := twoStores(t)
+	a, b, _ := twoStores(t)
 	ctx := context.Background()
-	now := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	const holders = 8
 	held := make([]bool, holders)
 	errs := make([]error, holders)
 	race(holders, [2]*postgres.Store{a, b}, func(i int, s *postgres.Store) {
 		held[i], errs[i] = s.AcquireLeadership(ctx, &engine.LeadershipParams{Name: engine.SchedulerLease,
-			Holder: fmt.Sprintf("h%d", i), For: 15 * time.Second, Now: now})
+			Holder: fmt.Sprintf("h%d", i), For: 15 * time.Second, Now: raceTime})
 	})
 	n := 0
 	for i := range holders {
