@@ -214,32 +214,54 @@ func checkDedupeWindow(ctx context.Context, tx pgx.Tx, p *engine.CreateJobParams
 	}
 }
 
-// activeDedupeKeys returns which of the fires' dedupe keys an unfinished
-// job holds, in one probe, so that the usual deduped fire (a frequent
-// schedule whose last job still runs) costs one statement.
-func activeDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire) (map[string]bool, error) {
+// heldDedupeKeys returns which of the fires' dedupe keys are held: by an
+// unfinished job, or by a job created within that fire's window. One probe
+// for the whole batch, so that the usual deduped fire (a frequent schedule
+// whose last job still runs) costs no round trip of its own. Keys taken by
+// jobs of this batch are refused later by the insert (onDedupeConflict).
+func heldDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire) (map[string]bool, error) {
 	var keys []string
+	var since []int64
 	for _, f := range fires {
 		if f.Job != nil && f.Job.Job.DedupeKey != "" {
 			keys = append(keys, f.Job.Job.DedupeKey)
+			// No window: a created_at no job has.
+			cut := int64(1<<63 - 1)
+			if w := f.Job.Job.DedupeWindow; w > 0 {
+				cut = ms(f.Job.Job.Now.Add(-w))
+			}
+			since = append(since, cut)
 		}
 	}
-	active := map[string]bool{}
+	held := map[string]bool{}
 	if len(keys) == 0 {
-		return active, nil
+		return held, nil
 	}
-	rows, err := query(ctx, tx, `SELECT DISTINCT dedupe_key FROM jobs WHERE dedupe_key = ANY(?) AND queue_state IN `+unfinishedStates, keys)
+	rows, err := query(ctx, tx, `SELECT DISTINCT k.key FROM unnest(?::text[], ?::bigint[]) AS k(key, since)
+		WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.dedupe_key = k.key
+			AND (j.queue_state IN `+unfinishedStates+` OR j.created_at > k.since))`, keys, since)
 	if err != nil {
 		return nil, err
 	}
-	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	list, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range held {
-		active[k] = true
+	for _, k := range list {
+		held[k] = true
 	}
-	return active, nil
+	return held, nil
+}
+
+// fireSQL is the statement that records one fire with its result: for a
+// schedule, the compare-and-set on next_fire_at.
+func fireSQL(f *engine.Fire, now time.Time, result string) (string, []any) {
+	if f.Due.IsZero() {
+		return rebind(`UPDATE job_triggers SET last_fire_at = ?, last_result = ? WHERE name = ?`),
+			[]any{ms(now), result, f.Trigger}
+	}
+	return rebind(`UPDATE job_triggers SET next_fire_at = ?, last_fire_at = ?, last_result = ?
+		WHERE name = ? AND next_fire_at = ?`), []any{ms(f.Next), ms(f.Due), result, f.Trigger, ms(f.Due)}
 }
 
 // FireTriggers records many fires in one transaction. A schedule fire is
@@ -248,51 +270,65 @@ func activeDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire) (map[
 // commits, PostgreSQL evaluates the condition again on the new row, finds
 // next_fire_at moved on and updates nothing. So a tick fires once however
 // many schedulers race (at read committed, which is what s.tx runs).
+//
+// Fires that make no job (deduped or skipped) are sent as one pipelined
+// batch of UPDATEs, flushed before the next fire that makes a job, so the
+// fires still apply in order.
 func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.Time) ([]engine.FireResult, error) {
 	var out []engine.FireResult
 	var jobIDs []int64
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = make([]engine.FireResult, len(fires))
 		jobIDs = make([]int64, len(fires))
-		active, err := activeDedupeKeys(ctx, tx, fires)
+		held, err := heldDedupeKeys(ctx, tx, fires)
 		if err != nil {
 			return err
 		}
-		enqueued := false
-		for i, f := range fires {
-			dup := false
-			if f.Job != nil && f.Job.Job.DedupeKey != "" {
-				dup = active[f.Job.Job.DedupeKey]
-				if !dup {
-					err := checkDedupeWindow(ctx, tx, &f.Job.Job)
-					if err != nil && !engine.IsDuplicate(err) {
-						return err
-					}
-					dup = err != nil
+		batch, queued := &pgx.Batch{}, []int(nil)
+		flush := func() error {
+			if len(queued) == 0 {
+				return nil
+			}
+			br := tx.SendBatch(ctx, batch)
+			for _, i := range queued {
+				tag, err := br.Exec()
+				if err != nil {
+					br.Close()
+					return err
+				}
+				if tag.RowsAffected() > 0 {
+					f := &fires[i]
+					out[i].Fired, out[i].Deduped = true, f.Job != nil
 				}
 			}
-			result := "skipped"
-			if dup {
-				result = "deduped"
+			batch, queued = &pgx.Batch{}, queued[:0]
+			return br.Close()
+		}
+		enqueued := false
+		for i := range fires {
+			f := &fires[i]
+			if f.Job == nil || (f.Job.Job.DedupeKey != "" && held[f.Job.Job.DedupeKey]) {
+				result := "skipped"
+				if f.Job != nil {
+					result = "deduped"
+				}
+				q, args := fireSQL(f, now, result)
+				batch.Queue(q, args...)
+				queued = append(queued, i)
+				continue
 			}
-			var n int64
-			if f.Due.IsZero() {
-				n, err = exec(ctx, tx, `UPDATE job_triggers SET last_fire_at = ?, last_result = ? WHERE name = ?`,
-					ms(now), result, f.Trigger)
-			} else {
-				n, err = exec(ctx, tx, `UPDATE job_triggers SET next_fire_at = ?, last_fire_at = ?, last_result = ?
-					WHERE name = ? AND next_fire_at = ?`, ms(f.Next), ms(f.Due), result, f.Trigger, ms(f.Due))
+			if err := flush(); err != nil {
+				return err
 			}
+			q, args := fireSQL(f, now, "job")
+			tag, err := tx.Exec(ctx, q, args...)
 			if err != nil {
 				return err
 			}
-			if n == 0 {
+			if tag.RowsAffected() == 0 {
 				continue
 			}
-			out[i].Fired, out[i].Deduped = true, dup
-			if f.Job == nil || dup {
-				continue
-			}
+			out[i].Fired = true
 			id, err := enqueueJob(ctx, tx, f.Job)
 			result, jobID := "job", &id
 			switch {
@@ -307,6 +343,9 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 				result, jobID, f.Trigger); err != nil {
 				return err
 			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 		if enqueued {
 			return s.notify(ctx, tx, wakeWork)
