@@ -84,7 +84,7 @@ func TestPostgresFourWorkersKill9(t *testing.T) {
 
 	// Midway, kill worker 0 while it holds leases.
 	victim := workers[0].Process.Pid
-	held := fmt.Sprintf(`SELECT count(*) FROM job_items WHERE status = 'PROCESSING' AND locked_by LIKE '%%:%d'`, victim)
+	held := fmt.Sprintf(`SELECT count(*) FROM job_items WHERE status = 'PROCESSING' AND locked_by LIKE '%%:%d:%%'`, victim)
 	for {
 		require.NoError(t, ctx.Err(), "the workers made too little progress")
 		var done, holding int64
@@ -131,9 +131,9 @@ func TestPostgresFourWorkersKill9(t *testing.T) {
 	require.Equal(t, int64(rows), pgCount(`SELECT count(DISTINCT item_id) FROM item_attempts WHERE outcome = 'DONE'`))
 	// The victim's leases were reclaimed by a reaper (an attempt record of
 	// class poison naming the lost worker) and finished by another worker.
-	reclaimed := pgCount(fmt.Sprintf(`SELECT count(*) FROM item_attempts WHERE error_class = 'poison' AND worker LIKE '%%:%d'`, victim))
+	reclaimed := pgCount(fmt.Sprintf(`SELECT count(*) FROM item_attempts WHERE error_class = 'poison' AND worker LIKE '%%:%d:%%'`, victim))
 	require.GreaterOrEqual(t, reclaimed, orphaned, "every lease the killed worker held was reclaimed")
-	require.Zero(t, pgCount(fmt.Sprintf(`SELECT count(*) FROM item_attempts WHERE outcome = 'DONE' AND worker LIKE '%%:%d'
+	require.Zero(t, pgCount(fmt.Sprintf(`SELECT count(*) FROM item_attempts WHERE outcome = 'DONE' AND worker LIKE '%%:%d:%%'
 		AND item_id IN (SELECT item_id FROM item_attempts WHERE error_class = 'poison')`, victim)),
 		"a reclaimed item is finished by another worker")
 	require.Equal(t, int64(rows), pgCount(`SELECT done_items FROM jobs WHERE id = 1`))
