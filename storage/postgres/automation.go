@@ -253,6 +253,20 @@ func heldDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire) (map[st
 	return held, nil
 }
 
+// lockTriggers locks the rows of the fires' triggers in name order. Two
+// schedulers firing overlapping batches in different orders would
+// otherwise each hold a row the other waits for (a deadlock, retried, but
+// again and again under load); in one order, the second simply waits for
+// the first to commit and then finds its ticks handled.
+func lockTriggers(ctx context.Context, tx pgx.Tx, fires []engine.Fire) error {
+	names := make([]string, len(fires))
+	for i, f := range fires {
+		names[i] = f.Trigger
+	}
+	_, err := exec(ctx, tx, `SELECT 1 FROM job_triggers WHERE name = ANY(?) ORDER BY name COLLATE "C" FOR UPDATE`, names)
+	return err
+}
+
 // fireSQL is the statement that records one fire with its result: for a
 // schedule, the compare-and-set on next_fire_at.
 func fireSQL(f *engine.Fire, now time.Time, result string) (string, []any) {
@@ -264,11 +278,12 @@ func fireSQL(f *engine.Fire, now time.Time, result string) (string, []any) {
 		WHERE name = ? AND next_fire_at = ?`), []any{ms(f.Next), ms(f.Due), result, f.Trigger, ms(f.Due)}
 }
 
-// FireTriggers records many fires in one transaction. A schedule fire is
-// a conditional UPDATE on next_fire_at = Due: a second scheduler firing
-// the same tick blocks on the row lock of the first, and once that one
-// commits, PostgreSQL evaluates the condition again on the new row, finds
-// next_fire_at moved on and updates nothing. So a tick fires once however
+// FireTriggers records many fires in one transaction. It first locks the
+// batch's trigger rows (lockTriggers); a schedule fire is then a
+// conditional UPDATE on next_fire_at = Due: a second scheduler firing the
+// same tick waits for the row locks of the first, and once that one
+// commits, reads the new rows, finds next_fire_at moved on and updates
+// nothing. So a tick fires once however
 // many schedulers race (at read committed, which is what s.tx runs).
 //
 // Fires that make no job (deduped or skipped) are sent as one pipelined
@@ -280,6 +295,9 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		out = make([]engine.FireResult, len(fires))
 		jobIDs = make([]int64, len(fires))
+		if err := lockTriggers(ctx, tx, fires); err != nil {
+			return err
+		}
 		held, err := heldDedupeKeys(ctx, tx, fires)
 		if err != nil {
 			return err
