@@ -65,6 +65,7 @@ type globals struct {
 	logFormat string
 	logLevel  string
 	sync      string
+	store     string
 	profile   string
 	// defaultLevel is the log level when none is given: a command that
 	// runs for long (worker) sets info, the others stay quiet.
@@ -93,6 +94,8 @@ Quick start:
 
 Environment:
   SLUICE_DATA        data directory (same as --data)
+  SLUICE_STORE       sqlite (default) or postgres://user@host:5432/db: one queue for many
+                     'sluice worker' processes on many machines (same as --store)
   SLUICE_LOG_FORMAT  text or json (same as --log-format)
   SLUICE_LOG_LEVEL   debug, info, warn or error (same as --log-level)
   SLUICE_SQLITE_SYNC FULL (default: no committed work is lost on power loss) or NORMAL (faster)
@@ -111,6 +114,7 @@ Environment:
 	pf.StringVar(&g.data, "data", envOr("SLUICE_DATA", defaultDataDir()), "data directory (env SLUICE_DATA)")
 	pf.StringVar(&g.logFormat, "log-format", envOr("SLUICE_LOG_FORMAT", "text"), "log format: text or json (env SLUICE_LOG_FORMAT)")
 	pf.StringVar(&g.logLevel, "log-level", envOr("SLUICE_LOG_LEVEL", ""), "log level: debug, info, warn, error (env SLUICE_LOG_LEVEL; default info for worker, warn otherwise)")
+	pf.StringVar(&g.store, "store", envOr("SLUICE_STORE", "sqlite"), "where jobs live: sqlite (the data directory's file) or a postgres://user@host:port/db URL shared by many workers (env SLUICE_STORE)")
 	pf.StringVar(&g.sync, "sqlite-sync", envOr("SLUICE_SQLITE_SYNC", "FULL"), "SQLite synchronous: FULL or NORMAL (env SLUICE_SQLITE_SYNC)")
 
 	pf.StringVar(&g.profile, "cpuprofile", "", "write a CPU profile of this command to a file")

@@ -213,6 +213,7 @@ func TestCLIExitCodes(t *testing.T) {
 		{[]string{"ingest", c.file("x.csv", "a\n1\n"), "--pipeline", "missing"}, 1, `pipeline "missing" does not exist`},
 		{[]string{"bogus"}, 2, `unknown command "bogus"`},
 		{[]string{"--sqlite-sync", "OFF", "jobs"}, 2, "not FULL or NORMAL"},
+		{[]string{"--store", "mysql://u:secret@h/db", "jobs"}, 2, "neither sqlite nor a postgres:// URL"},
 		{[]string{"ingest", c.file("y.csv", "a\n1\n"), "--encoding", "klingon"}, 2, "unknown encoding"},
 		{[]string{"export", "1", "-o", t.TempDir()}, 2, "is a directory"},
 	}

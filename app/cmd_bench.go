@@ -52,6 +52,11 @@ func newBenchCmd(g *globals) *cobra.Command {
   stages      --stage-items through a 3-stage noop pipeline vs the 1-stage one
   images      --images JPEGs of --image-size through 'sluice ingest DIR --wait'
               in a child process (wall time, peak RSS)
+  pgthroughput (PostgreSQL, --store postgres://... or SLUICE_BENCH_POSTGRES; not
+              in the default set) --items noop items drained by 4 'sluice worker'
+              processes, then as many no-op River jobs (riverpgxv5) on the same server
+  pglatency   (PostgreSQL, as above) --latency-n single-item jobs enqueued through
+              another connection pool, an idle worker woken by LISTEN/NOTIFY
   export      a job of --rows DONE items with 10 result fields (built once:
               ingest, then the noop pipeline) exported to CSV and to XLSX by
               'sluice export' in child processes (wall time, peak RSS)
@@ -77,11 +82,11 @@ Run one or some with --only ingest,keyset.`,
 			for _, s := range strings.Split(only, ",") {
 				if s = strings.TrimSpace(s); s != "" {
 					switch s {
-					case "ingest", "throughput", "latency", "keyset", "apipages", "upload", "export":
+					case "ingest", "throughput", "latency", "keyset", "apipages", "upload", "export", "pgthroughput", "pglatency":
 						want[s] = true
 					default:
 						if !isProcessorBench(s) && !isAutomationBench(s) && !isSourceBench(s) {
-							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, %s, %s, %s)", s,
+							return usagef("--only: unknown benchmark %q (ingest, throughput, latency, keyset, apipages, upload, export, pgthroughput, pglatency, %s, %s, %s)", s,
 								strings.Join(processorBenchNames, ", "), strings.Join(automationBenchNames, ", "), strings.Join(sourceBenchNames, ", "))
 						}
 						want[s] = true
@@ -155,6 +160,17 @@ Run one or some with --only ingest,keyset.`,
 			for _, sb := range b.sourceBenches(&sopts) {
 				if err := run(sb.name, sb.fn); err != nil {
 					return err
+				}
+			}
+			// The PostgreSQL benchmarks need a server: only when asked for.
+			for _, pg := range []struct {
+				name string
+				fn   func(context.Context) (benchResult, error)
+			}{{"pgthroughput", b.pgThroughput}, {"pglatency", b.pgLatency}} {
+				if want[pg.name] {
+					if err := run(pg.name, pg.fn); err != nil {
+						return err
+					}
 				}
 			}
 			if asJSON {

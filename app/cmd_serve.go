@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"net"
@@ -210,7 +209,7 @@ func startParts(ctx context.Context, env *Env, f *serveFlags, onFinished func(in
 	p.srv, err = api.New(api.Config{
 		Store: env.Store, Ingester: ing, Runner: p.runner, Hosts: env.Hosts, Lease: env.Tuning.Lease, Notifier: env.Notifier, Log: env.Log,
 		Registry: env.Registry, DataDir: env.Data, MaxUploadBytes: f.maxUploadMB << 20, PendingView: f.pendingView,
-		PoolStats:  func() map[string]sql.DBStats { return env.Store.PoolStats() },
+		PoolStats:  env.poolStats(),
 		ScanSource: func(ctx context.Context, name string) (any, error) { return env.scanSource(ctx, ing, name) },
 		UI:         frontend.Handler(),
 		NewRunner: func(c engine.RunnerConfig) (*engine.Runner, error) {

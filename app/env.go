@@ -2,9 +2,11 @@ package app
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -12,11 +14,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/app/api"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/adapt"
 	"github.com/sluicehq/sluice/engine/hostlimit"
 	"github.com/sluicehq/sluice/engine/httpproc"
 	"github.com/sluicehq/sluice/engine/imageproc"
+	"github.com/sluicehq/sluice/storage/postgres"
 	"github.com/sluicehq/sluice/storage/sqlite"
 )
 
@@ -150,8 +154,10 @@ var envNames = strings.NewReplacer(
 
 // Env is an opened data directory with everything the commands need.
 type Env struct {
-	Data     string
-	Store    *sqlite.Store
+	Data string
+	// Store is the data directory's SQLite file, or the PostgreSQL
+	// database that --store names.
+	Store    engine.Store
 	Log      *slog.Logger
 	Notifier *engine.Notifier
 	Registry *engine.Registry
@@ -183,18 +189,55 @@ func (g *globals) open(ctx context.Context) (*Env, error) {
 	if err := os.MkdirAll(g.data, 0o700); err != nil {
 		return nil, fmt.Errorf("create data directory %s: %w", g.data, err)
 	}
-	store, err := sqlite.Open(ctx, filepath.Join(g.data, DBFile), sqlite.Options{Synchronous: g.sync})
+	store, err := g.openStore(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("open store in %s: %w", g.data, err)
+		return nil, err
 	}
 	reg, hosts := newRegistry(g.data, store)
 	env := &Env{Data: g.data, Store: store, Log: log, Notifier: engine.NewNotifier(), Registry: reg, Hosts: hosts, Tuning: tuning,
 		Events: engine.NewEvents(), WorkerID: newWorkerID()}
+	// A store shared by many processes wakes this process's workers when
+	// any of them adds work (PostgreSQL's LISTEN/NOTIFY).
+	if w, ok := store.(interface{ WakeOn(*engine.Notifier) }); ok {
+		w.WakeOn(env.Notifier)
+	}
 	if err := env.ensureBuiltins(ctx); err != nil {
 		store.Close()
 		return nil, err
 	}
 	return env, nil
+}
+
+// openStore opens the store --store names: the data directory's SQLite
+// file by default, or a PostgreSQL database (postgres://...).
+func (g *globals) openStore(ctx context.Context) (engine.Store, error) {
+	switch {
+	case g.store == "" || g.store == "sqlite":
+		store, err := sqlite.Open(ctx, filepath.Join(g.data, DBFile), sqlite.Options{Synchronous: g.sync})
+		if err != nil {
+			return nil, fmt.Errorf("open store in %s: %w", g.data, err)
+		}
+		return store, nil
+	case postgres.IsURL(g.store):
+		store, err := postgres.Open(ctx, g.store, postgres.Options{})
+		if err != nil {
+			return nil, fmt.Errorf("open postgres store %s: %w", redactURL(g.store), err)
+		}
+		return store, nil
+	}
+	return nil, usagef("--store: %q is neither sqlite nor a postgres:// URL", redactURL(g.store))
+}
+
+// redactURL hides the password of a database URL in messages.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "xxxxx")
+	}
+	return u.String()
 }
 
 // ensureBuiltins creates the built-in pipelines that are missing (noop
@@ -277,4 +320,13 @@ func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engi
 func processorKinds() string {
 	reg, _ := newRegistry("", nil)
 	return reg.KindList()
+}
+
+// poolStats reports the store's connection pools for the metrics, when the
+// store keeps database/sql pools (SQLite); nil otherwise.
+func (e *Env) poolStats() api.PoolStats {
+	if ps, ok := e.Store.(interface{ PoolStats() map[string]sql.DBStats }); ok {
+		return ps.PoolStats
+	}
+	return nil
 }

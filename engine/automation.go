@@ -41,8 +41,8 @@ type AutomationStore interface {
 
 	// AcquireLeadership makes p.Holder the holder of the named lease
 	// until now+p.For when the lease is free, expired or already its own,
-	// and reports whether it holds it. On PostgreSQL this may be an
-	// advisory lock held by a session instead of a row.
+	// and reports whether it holds it. Both stores keep a row: an advisory
+	// lock held by a session could not run out at a time the caller gives.
 	AcquireLeadership(ctx context.Context, p *LeadershipParams) (bool, error)
 	// ReleaseLeadership gives up the lease if p.Holder holds it.
 	ReleaseLeadership(ctx context.Context, p *LeadershipParams) error

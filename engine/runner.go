@@ -32,6 +32,10 @@ type RunnerConfig struct {
 	PollInterval time.Duration
 	// ReapInterval is how often expired leases are reclaimed; default 5s.
 	ReapInterval time.Duration
+	// Reaper, when set, is asked before each reap: only the process it
+	// elects reaps. Default: the store's "reaper" election when the store
+	// is an ElectingStore, else every runner reaps.
+	Reaper Elector
 	// StaleIngestAfter fails INGESTING jobs without a heartbeat for this
 	// long (their ingest process died); default 2m.
 	StaleIngestAfter time.Duration
@@ -145,6 +149,11 @@ func NewRunner(c RunnerConfig) (*Runner, error) {
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 250 * time.Millisecond
+	}
+	if c.Reaper == nil {
+		if es, ok := c.Store.(ElectingStore); ok {
+			c.Reaper = es.Elector("reaper")
+		}
 	}
 	if c.ReapInterval <= 0 {
 		c.ReapInterval = 5 * time.Second

@@ -68,6 +68,15 @@ func (r *Runner) reapLoop(ctx context.Context) {
 }
 
 func (r *Runner) reapOnce(ctx context.Context) {
+	if r.cfg.Reaper != nil {
+		lead, err := r.cfg.Reaper.TryLead(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.Warn("reaper election failed", "err", err)
+		}
+		if !lead {
+			return // another process reaps
+		}
+	}
 	now := r.clock.Now()
 	n, err := r.store.ReapExpiredLeases(ctx, &ReapParams{Now: now})
 	if err != nil {

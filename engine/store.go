@@ -407,3 +407,20 @@ type ReprocessParams struct {
 	ResetAttempts bool
 	Now           time.Time
 }
+
+// Elector decides which one of many processes sharing a store runs a duty
+// (reaping expired leases, scheduling). TryLead returns true while this
+// process holds the duty; it never waits for another holder.
+type Elector interface {
+	TryLead(ctx context.Context) (bool, error)
+}
+
+// ElectingStore is a Store shared by processes on many machines that can
+// elect one of them per duty (PostgreSQL's advisory locks). A store without
+// it is used by one process at a time in this respect: every runner on it
+// does every duty, which is safe, only redundant.
+type ElectingStore interface {
+	// Elector returns the election of one duty; every process names the
+	// same duty the same way ("reaper", "scheduler").
+	Elector(duty string) Elector
+}

@@ -24,20 +24,13 @@ func scanUser(row interface{ Scan(...any) error }) (*engine.User, error) {
 	return &u, nil
 }
 
-func validRole(role string) error {
-	if role != engine.RoleAdmin && role != engine.RoleUser {
-		return engine.Errorf(engine.EINVALID, "role %q is not %s or %s", role, engine.RoleAdmin, engine.RoleUser)
-	}
-	return nil
-}
-
 // CreateUser adds an account.
 func (s *Store) CreateUser(ctx context.Context, p *engine.CreateUserParams) (*engine.User, error) {
 	name := strings.TrimSpace(p.Name)
 	if name == "" {
 		return nil, engine.Errorf(engine.EINVALID, "a user needs a name")
 	}
-	if err := validRole(p.Role); err != nil {
+	if err := engine.ValidateRole(p.Role); err != nil {
 		return nil, err
 	}
 	var u *engine.User
@@ -132,17 +125,9 @@ func scanToken(row interface{ Scan(...any) error }) (*engine.Token, error) {
 	return &t, nil
 }
 
-func validKind(kind string) error {
-	switch kind {
-	case engine.TokenAPI, engine.TokenSession, engine.TokenSignIn:
-		return nil
-	}
-	return engine.Errorf(engine.EINVALID, "token kind %q is not api, session or signin", kind)
-}
-
 // CreateToken stores a token by its hash.
 func (s *Store) CreateToken(ctx context.Context, p *engine.CreateTokenParams) (*engine.Token, error) {
-	if err := validKind(p.Kind); err != nil {
+	if err := engine.ValidateTokenKind(p.Kind); err != nil {
 		return nil, err
 	}
 	if p.Hash == "" {

@@ -117,8 +117,6 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 		if err := tx.StmtContext(ctx, s.claimTicket).QueryRowContext(ctx).Scan(&ticket); err != nil {
 			return err
 		}
-		remaining := p.Limit
-		full := make([]int64, 0, len(jobs))
 		claimJob := func(jobID int64, limit int) (int, error) {
 			if b, capped := budget[jobID]; capped {
 				limit = min(limit, b)
@@ -148,29 +146,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			}
 			return n, nil
 		}
-		for i, jobID := range jobs {
-			share := (remaining + len(jobs) - i - 1) / (len(jobs) - i)
-			n, err := claimJob(jobID, share)
-			if err != nil {
-				return err
-			}
-			remaining -= n
-			if n == share {
-				full = append(full, jobID)
-			}
-		}
-		// Leftover capacity goes to the jobs that filled their share.
-		for _, jobID := range full {
-			if remaining <= 0 {
-				break
-			}
-			n, err := claimJob(jobID, remaining)
-			if err != nil {
-				return err
-			}
-			remaining -= n
-		}
-		return nil
+		return engine.SpreadClaim(jobs, p.Limit, claimJob)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("claim items: %w", err)

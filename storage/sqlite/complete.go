@@ -61,19 +61,11 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		var attempts []any
 		for i := range p.Outcomes {
 			o := &p.Outcomes[i]
-			switch o.Status {
-			case engine.ItemDone, engine.ItemError, engine.ItemNotFound, engine.ItemSkipped, engine.ItemPending:
-			default:
-				return engine.Errorf(engine.EINVALID, "outcome of item %d: status %q cannot end an attempt", o.ItemID, o.Status)
+			nextStage, at, err := o.Next(p.Now)
+			if err != nil {
+				return err
 			}
-			runAt := now
-			nextStage := o.Stage
-			if o.Status == engine.ItemPending {
-				nextStage = o.NextStage
-				if !o.RunAt.IsZero() {
-					runAt = ms(o.RunAt)
-				}
-			}
+			runAt := ms(at)
 			// A PENDING item's updated_at is its due time (see the schema).
 			r, err := stmt.ExecContext(ctx, string(o.Status), nextStage, nextStage, nullJSON(o.Result), nullStr(o.Error),
 				nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt, o.Stage)

@@ -4,36 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"math"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
 )
-
-// validHostRate checks one rate before anything is written.
-func validHostRate(r *engine.HostRate) error {
-	if strings.TrimSpace(r.Host) == "" {
-		return engine.Errorf(engine.EINVALID, "a host rate needs a host")
-	}
-	if !(r.Rate > 0) || math.IsInf(r.Rate, 0) {
-		return engine.Errorf(engine.EINVALID, "host %s: rate %v is not a positive number", r.Host, r.Rate)
-	}
-	if !(r.Ceiling >= 0) || math.IsInf(r.Ceiling, 0) {
-		return engine.Errorf(engine.EINVALID, "host %s: ceiling %v is not a non-negative number", r.Host, r.Ceiling)
-	}
-	if r.Concurrency < 0 {
-		return engine.Errorf(engine.EINVALID, "host %s: concurrency %d is negative", r.Host, r.Concurrency)
-	}
-	return nil
-}
 
 // SaveHostRates upserts the rates in one transaction. Its commit skips the
 // fsync: a learned rate lost to a power failure costs a slower start, no
 // correctness.
 func (s *Store) SaveHostRates(ctx context.Context, rates []engine.HostRate, now time.Time) error {
 	for i := range rates {
-		if err := validHostRate(&rates[i]); err != nil {
+		if err := rates[i].Validate(); err != nil {
 			return err
 		}
 	}

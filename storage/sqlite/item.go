@@ -76,7 +76,7 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 	if limit <= 0 {
 		limit = 100
 	}
-	statuses := distinctStatuses(p.Statuses)
+	statuses := engine.DistinctStatuses(p.Statuses)
 	var users []int64
 	if p.JobID == 0 {
 		if p.UserID != 0 {
@@ -310,7 +310,7 @@ func (s *Store) scanFull(ctx context.Context, p *engine.ScanItemsParams, fn func
 		return err
 	}
 	var ranges []itemRange
-	for _, st := range distinctStatuses(p.Statuses) {
+	for _, st := range engine.DistinctStatuses(p.Statuses) {
 		rows, err := tx.QueryContext(ctx, selectItems(p.WithInput)+scanQuery, p.JobID, string(st))
 		if err != nil {
 			return err
@@ -402,7 +402,7 @@ func scanGridTx(ctx context.Context, q driver.QueryerContext, p *engine.ScanItem
 	}
 	// Which statuses have items (one index probe each)?
 	var statuses []engine.ItemStatus
-	for _, st := range distinctStatuses(p.Statuses) {
+	for _, st := range engine.DistinctStatuses(p.Statuses) {
 		args := []driver.NamedValue{{Ordinal: 1, Value: p.JobID}, {Ordinal: 2, Value: string(st)}}
 		rows, err := q.QueryContext(ctx, `SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_id = ? AND status = ? LIMIT 1`, args)
@@ -500,31 +500,9 @@ func (r *gridRange) next() error {
 	return nil
 }
 
-// distinctStatuses returns statuses without repeats, or every status when
-// it is empty: a filter that names a status twice still lists its items once.
-func distinctStatuses(statuses []engine.ItemStatus) []engine.ItemStatus {
-	if len(statuses) == 0 {
-		return engine.ItemStatuses
-	}
-	out := make([]engine.ItemStatus, 0, len(statuses))
-	for _, st := range statuses {
-		if !slices.Contains(out, st) {
-			out = append(out, st)
-		}
-	}
-	return out
-}
-
 // ReprocessItems puts terminal items back to PENDING.
 func (s *Store) ReprocessItems(ctx context.Context, p *engine.ReprocessParams) (int64, error) {
-	statuses := p.Statuses
-	if len(statuses) == 0 {
-		if len(p.ItemIDs) > 0 {
-			statuses = []engine.ItemStatus{engine.ItemDone, engine.ItemError, engine.ItemNotFound, engine.ItemSkipped}
-		} else {
-			statuses = []engine.ItemStatus{engine.ItemError, engine.ItemNotFound}
-		}
-	}
+	statuses := p.TargetStatuses()
 	now := ms(p.Now)
 	var total int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {

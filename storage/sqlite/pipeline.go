@@ -104,14 +104,9 @@ func listSpecs[T any](ctx context.Context, db *sql.DB, query string, decode func
 	return out, rows.Err()
 }
 
+// decodePipeline reads a stored pipeline spec.
 func decodePipeline(spec string, version int, updated int64) (*engine.Pipeline, error) {
-	var p engine.Pipeline
-	if err := json.Unmarshal([]byte(spec), &p); err != nil {
-		return nil, fmt.Errorf("decode pipeline: %w", err)
-	}
-	p.Version = version
-	p.UpdatedAt = fromMS(updated)
-	return &p, nil
+	return engine.DecodePipeline([]byte(spec), version, fromMS(updated))
 }
 
 // CreateFile records an input file.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -37,22 +36,9 @@ func scanSource(sc scanner) (*engine.SourceRecord, error) {
 
 // CreateSource stores a new source.
 func (s *Store) CreateSource(ctx context.Context, src *engine.SourceRecord, now time.Time) (*engine.SourceRecord, error) {
-	if strings.TrimSpace(src.Name) == "" || src.Kind == "" || src.Pipeline == "" {
-		return nil, engine.Errorf(engine.EINVALID, "a source needs a name, a kind and a pipeline")
-	}
-	after, err := engine.ParseAfter(src.After)
+	after, cfg, err := src.Prepare()
 	if err != nil {
 		return nil, err
-	}
-	if src.Poll < 0 {
-		return nil, engine.Errorf(engine.EINVALID, "source %s: poll %s is negative", src.Name, src.Poll)
-	}
-	cfg := string(src.Config)
-	if cfg == "" {
-		cfg = "{}"
-	}
-	if !json.Valid([]byte(cfg)) {
-		return nil, engine.Errorf(engine.EINVALID, "source %s: config is not JSON", src.Name)
 	}
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		var n int

@@ -14,6 +14,7 @@ import (
 // concurrencyTests cover many workers on one store.
 var concurrencyTests = []subtest{
 	{"ClaimCompleteNoDuplicates", testConcurrentClaimComplete},
+	{"ClaimsKeepLimits", testConcurrentClaimsKeepLimits},
 }
 
 // testConcurrentClaimComplete: four workers claim and complete a 2,000-item
@@ -112,4 +113,45 @@ func testConcurrentClaimComplete(t *testing.T, e *env) {
 		require.Equal(t, engine.ItemDone, it.Status)
 		require.Equal(t, 1, it.Attempts)
 	}
+}
+
+// testConcurrentClaimsKeepLimits: workers claiming at the same moment
+// never take a job past its in-flight limit or its spending cap together,
+// though each claim alone stays within them (a store must read the
+// budget and take the items atomically).
+func testConcurrentClaimsKeepLimits(t *testing.T, e *env) {
+	const workers = 4
+	capped := e.queuedJob(200, func(p *engine.CreateJobParams) { p.RequestCap = 7 })
+	limited := e.queuedJob(200)
+	claimAll := func(p engine.ClaimItemsParams) map[int64]int {
+		var mu sync.Mutex
+		got := map[int64]int{}
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for range 5 {
+					q := p
+					q.WorkerID = fmt.Sprintf("worker-%d", w)
+					items, err := e.s.ClaimItems(e.ctx, &q)
+					if err != nil {
+						t.Errorf("ClaimItems: %v", err)
+						return
+					}
+					mu.Lock()
+					for _, it := range items {
+						got[it.JobID]++
+					}
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		return got
+	}
+	got := claimAll(engine.ClaimItemsParams{Limit: 5, LeaseFor: defaultLease, Now: e.now(), JobID: capped.ID})
+	require.Equal(t, 7, got[capped.ID], "the cap's budget, claimed once in all")
+	got = claimAll(engine.ClaimItemsParams{Limit: 5, LeaseFor: defaultLease, Now: e.now(), JobID: limited.ID, MaxInFlightPerJob: 9})
+	require.Equal(t, 9, got[limited.ID], "the in-flight limit holds across workers")
+	require.Equal(t, int64(9), e.job(limited.ID).Counts.Processing)
+	require.Equal(t, int64(7), e.job(capped.ID).Counts.Processing)
 }
