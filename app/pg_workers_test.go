@@ -1,9 +1,14 @@
 package app_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
 	"net/url"
 	"os/exec"
 	"path/filepath"
@@ -164,4 +169,56 @@ func TestPostgresCLI(t *testing.T) {
 	require.Equal(t, 1, code, errs)
 	require.Contains(t, errs, "open postgres store")
 	require.NotContains(t, errs, "s3cret-pw")
+}
+
+// TestPostgresServeWithSeparateWorker: `sluice --serve --no-workers` on a
+// PostgreSQL store takes an upload through the API; a `sluice worker` of
+// another data directory (another machine) processes it; the API then shows
+// the job DONE: the server and the workers share only the database.
+func TestPostgresServeWithSeparateWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary; not in -short")
+	}
+	t.Parallel()
+	storeURL, _ := pgStoreURL(t)
+	bin := buildBinary(t)
+	storeEnv := []string{"SLUICE_STORE=" + storeURL}
+	base, intro, wait, stop := startServe(t, bin, t.TempDir(), storeEnv, "--no-workers")
+	session, csrf := signInWithLink(t, base, intro)
+
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	fw, err := mw.CreateFormFile("file", "rows.csv")
+	require.NoError(t, err)
+	_, _ = fw.Write([]byte("sku,name\nA1,one\nA2,two\nA3,three\nA4,four\n"))
+	require.NoError(t, mw.Close())
+	req, _ := http.NewRequest("POST", base+"/api/jobs", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("X-CSRF-Token", csrf)
+	req.AddCookie(session)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var created struct {
+		JobID int64 `json:"jobId"`
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
+	require.NoError(t, json.Unmarshal(body, &created))
+	id := created.JobID
+	require.Positive(t, id, "%s", body)
+
+	run(t, sluiceCmd(bin, t.TempDir(), storeEnv, "worker", "--drain"))
+
+	req, _ = http.NewRequest("GET", fmt.Sprintf("%s/api/jobs/%d", base, id), nil)
+	req.AddCookie(session)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"DONE"`)
+	require.Contains(t, string(body), `"DONE":4`)
+	stop()
+	require.NoError(t, wait())
 }

@@ -77,19 +77,10 @@ collect:
 	return base, intro, wait, stop
 }
 
-// TestServeFirstStartLinkAndGracefulStop: the first start prints a
-// one-time sign-in link that signs a browser in; an upload answers with a
-// durable job; SIGTERM stops the server cleanly while items run, and
-// nothing is left PROCESSING.
-func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
-	t.Parallel()
-	bin := buildBinary(t)
-	data := t.TempDir()
-	pipe := filepath.Join(data, "slow.json")
-	require.NoError(t, os.WriteFile(pipe, []byte(`{"name":"slow","stages":[{"processor":"noop","config":{"delayMs":200}}]}`), 0o600))
-	run(t, sluiceCmd(bin, data, nil, "pipeline", "apply", pipe))
-
-	base, intro, wait, stop := startServe(t, bin, data, nil, "--concurrency", "2")
+// signInWithLink follows the one-time sign-in link a first start printed
+// and returns the session cookie and the CSRF token of the local admin.
+func signInWithLink(t *testing.T, base string, intro []string) (*http.Cookie, string) {
+	t.Helper()
 	var link string
 	for _, l := range intro {
 		if strings.Contains(l, "/signin?token=") {
@@ -124,6 +115,24 @@ func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, "local", me.User.Name)
 
+	return session, me.CSRFToken
+}
+
+// TestServeFirstStartLinkAndGracefulStop: the first start prints a
+// one-time sign-in link that signs a browser in; an upload answers with a
+// durable job; SIGTERM stops the server cleanly while items run, and
+// nothing is left PROCESSING.
+func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	data := t.TempDir()
+	pipe := filepath.Join(data, "slow.json")
+	require.NoError(t, os.WriteFile(pipe, []byte(`{"name":"slow","stages":[{"processor":"noop","config":{"delayMs":200}}]}`), 0o600))
+	run(t, sluiceCmd(bin, data, nil, "pipeline", "apply", pipe))
+
+	base, intro, wait, stop := startServe(t, bin, data, nil, "--concurrency", "2")
+	session, csrf := signInWithLink(t, base, intro)
+
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
 	require.NoError(t, mw.WriteField("pipeline", "slow"))
@@ -135,11 +144,11 @@ func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
 	}
 	_, _ = fw.Write([]byte(rows.String()))
 	require.NoError(t, mw.Close())
-	req, _ = http.NewRequest("POST", base+"/api/jobs", &buf)
+	req, _ := http.NewRequest("POST", base+"/api/jobs", &buf)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("X-CSRF-Token", me.CSRFToken)
+	req.Header.Set("X-CSRF-Token", csrf)
 	req.AddCookie(session)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
