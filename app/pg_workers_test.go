@@ -1,13 +1,10 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -186,35 +183,15 @@ func TestPostgresServeWithSeparateWorker(t *testing.T) {
 	base, intro, wait, stop := startServe(t, bin, t.TempDir(), storeEnv, "--no-workers")
 	session, csrf := signInWithLink(t, base, intro)
 
-	var buf bytes.Buffer
-	mw := multipart.NewWriter(&buf)
-	fw, err := mw.CreateFormFile("file", "rows.csv")
-	require.NoError(t, err)
-	_, _ = fw.Write([]byte("sku,name\nA1,one\nA2,two\nA3,three\nA4,four\n"))
-	require.NoError(t, mw.Close())
-	req, _ := http.NewRequest("POST", base+"/api/jobs", &buf)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("X-CSRF-Token", csrf)
-	req.AddCookie(session)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	var created struct {
-		JobID int64 `json:"jobId"`
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
-	require.NoError(t, json.Unmarshal(body, &created))
-	id := created.JobID
-	require.Positive(t, id, "%s", body)
+	id := uploadCSV(t, base, session, csrf, "", "sku,name\nA1,one\nA2,two\nA3,three\nA4,four\n")
 
 	run(t, sluiceCmd(bin, t.TempDir(), storeEnv, "worker", "--drain"))
 
-	req, _ = http.NewRequest("GET", fmt.Sprintf("%s/api/jobs/%d", base, id), nil)
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/jobs/%d", base, id), nil)
 	req.AddCookie(session)
-	resp, err = http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
-	body, _ = io.ReadAll(resp.Body)
+	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), `"DONE"`)
