@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"net/url"
 	"os/exec"
 	"path/filepath"
@@ -234,4 +236,36 @@ func TestPostgresSchedulerFailover(t *testing.T) {
 	second.cancel()
 	require.Equal(t, 0, <-second.done, second.errb.String())
 	second.done <- 0
+}
+
+// TestPostgresServeWithSeparateWorker: `sluice --serve --no-workers` on a
+// PostgreSQL store takes an upload through the API; a `sluice worker` of
+// another data directory (another machine) processes it; the API then shows
+// the job DONE: the server and the workers share only the database.
+func TestPostgresServeWithSeparateWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the real binary; not in -short")
+	}
+	t.Parallel()
+	storeURL, _ := pgStoreURL(t)
+	bin := buildBinary(t)
+	storeEnv := []string{"SLUICE_STORE=" + storeURL}
+	base, intro, wait, stop := startServe(t, bin, t.TempDir(), storeEnv, "--no-workers")
+	session, csrf := signInWithLink(t, base, intro)
+
+	id := uploadCSV(t, base, session, csrf, "", "sku,name\nA1,one\nA2,two\nA3,three\nA4,four\n")
+
+	run(t, sluiceCmd(bin, t.TempDir(), storeEnv, "worker", "--drain"))
+
+	req, _ := http.NewRequest("GET", fmt.Sprintf("%s/api/jobs/%d", base, id), nil)
+	req.AddCookie(session)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"DONE"`)
+	require.Contains(t, string(body), `"DONE":4`)
+	stop()
+	require.NoError(t, wait())
 }

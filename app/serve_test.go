@@ -77,19 +77,10 @@ collect:
 	return base, intro, wait, stop
 }
 
-// TestServeFirstStartLinkAndGracefulStop: the first start prints a
-// one-time sign-in link that signs a browser in; an upload answers with a
-// durable job; SIGTERM stops the server cleanly while items run, and
-// nothing is left PROCESSING.
-func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
-	t.Parallel()
-	bin := buildBinary(t)
-	data := t.TempDir()
-	pipe := filepath.Join(data, "slow.json")
-	require.NoError(t, os.WriteFile(pipe, []byte(`{"name":"slow","stages":[{"processor":"noop","config":{"delayMs":200}}]}`), 0o600))
-	run(t, sluiceCmd(bin, data, nil, "pipeline", "apply", pipe))
-
-	base, intro, wait, stop := startServe(t, bin, data, nil, "--concurrency", "2")
+// signInWithLink follows the one-time sign-in link a first start printed
+// and returns the session cookie and the CSRF token of the local admin.
+func signInWithLink(t *testing.T, base string, intro []string) (*http.Cookie, string) {
+	t.Helper()
 	var link string
 	for _, l := range intro {
 		if strings.Contains(l, "/signin?token=") {
@@ -124,26 +115,60 @@ func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, "local", me.User.Name)
 
+	return session, me.CSRFToken
+}
+
+// uploadCSV posts a CSV file as rows.csv to POST /api/jobs (on pipeline,
+// or the default when empty) and returns the new job's id.
+func uploadCSV(t *testing.T, base string, session *http.Cookie, csrf, pipeline, content string) int64 {
+	t.Helper()
 	var buf bytes.Buffer
 	mw := multipart.NewWriter(&buf)
-	require.NoError(t, mw.WriteField("pipeline", "slow"))
-	fw, _ := mw.CreateFormFile("file", "rows.csv")
+	if pipeline != "" {
+		require.NoError(t, mw.WriteField("pipeline", pipeline))
+	}
+	fw, err := mw.CreateFormFile("file", "rows.csv")
+	require.NoError(t, err)
+	_, _ = fw.Write([]byte(content))
+	require.NoError(t, mw.Close())
+	req, _ := http.NewRequest("POST", base+"/api/jobs", &buf)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("X-CSRF-Token", csrf)
+	req.AddCookie(session)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
+	var created struct {
+		JobID int64 `json:"jobId"`
+	}
+	require.NoError(t, json.Unmarshal(body, &created))
+	require.Positive(t, created.JobID, "%s", body)
+	return created.JobID
+}
+
+// TestServeFirstStartLinkAndGracefulStop: the first start prints a
+// one-time sign-in link that signs a browser in; an upload answers with a
+// durable job; SIGTERM stops the server cleanly while items run, and
+// nothing is left PROCESSING.
+func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
+	t.Parallel()
+	bin := buildBinary(t)
+	data := t.TempDir()
+	pipe := filepath.Join(data, "slow.json")
+	require.NoError(t, os.WriteFile(pipe, []byte(`{"name":"slow","stages":[{"processor":"noop","config":{"delayMs":200}}]}`), 0o600))
+	run(t, sluiceCmd(bin, data, nil, "pipeline", "apply", pipe))
+
+	base, intro, wait, stop := startServe(t, bin, data, nil, "--concurrency", "2")
+	session, csrf := signInWithLink(t, base, intro)
+
 	var rows strings.Builder
 	rows.WriteString("sku\n")
 	for i := range 40 {
 		rows.WriteString("S" + string(rune('a'+i%26)) + "\n")
 	}
-	_, _ = fw.Write([]byte(rows.String()))
-	require.NoError(t, mw.Close())
-	req, _ = http.NewRequest("POST", base+"/api/jobs", &buf)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("X-CSRF-Token", me.CSRFToken)
-	req.AddCookie(session)
-	resp, err = http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)
+	uploadCSV(t, base, session, csrf, "slow", rows.String())
 
 	time.Sleep(700 * time.Millisecond) // some items are running
 	stop()
