@@ -71,10 +71,15 @@ bench-ui: e2e-fixture $(NODE_MODULES) ## the UI targets in Chromium (see docs/BE
 $(SPECTRUM):
 	npm install --silent --no-audit --no-fund --prefix .cache/npm csv-spectrum@1 >/dev/null
 
-test: vet frontend-test $(SPECTRUM) ## every test (the browser tests need chromium), the csv-spectrum cases and a short fuzz run
+test: vet frontend-test $(SPECTRUM) ## every test (the browser tests need chromium), the csv-spectrum cases, a short fuzz run, the desktop smoke test
 	CSV_SPECTRUM_DIR=$(CURDIR)/$(SPECTRUM) go test -count=1 -timeout 30m ./...
 	$(MAKE) e2e
 	$(MAKE) fuzz
+	@if [ -n "$$SLUICE_CI" ] || pkg-config --exists gtk+-3.0 webkit2gtk-4.0 2>/dev/null || pkg-config --exists gtk+-3.0 webkit2gtk-4.1 2>/dev/null; then \
+		$(MAKE) desktop-smoke; \
+	else \
+		echo "desktop smoke test skipped: no GTK 3 / WebKitGTK development files (Debian: apt-get install libgtk-3-dev libwebkit2gtk-4.0-dev xvfb xauth imagemagick)"; \
+	fi
 
 fuzz:
 	go test -run '^$$' -fuzz '^FuzzCSVReader$$' -fuzztime $(FUZZTIME) ./engine/tabular/
