@@ -154,3 +154,18 @@ func SpreadClaim(jobs []int64, limit int, claim func(job int64, n int) (int, err
 	}
 	return nil
 }
+
+// RecoveredObject says what becomes of a ledger object left INGESTING by a
+// process that died, given the newest job made from it (jobState "" when
+// none was): without a job, or with a FAILED one, it is SEEN again (taken
+// anew); with a job still INGESTING it is left alone (keep false); with any
+// other job it is DONE, as that job's.
+func RecoveredObject(jobState JobState) (state SourceObjectState, keep bool) {
+	switch jobState {
+	case "", JobFailed:
+		return ObjectSeen, false
+	case JobIngesting:
+		return "", true
+	}
+	return ObjectDone, false
+}

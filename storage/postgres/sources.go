@@ -310,15 +310,16 @@ func (s *Store) RecoverSourceObjects(ctx context.Context, p *engine.RecoverSourc
 			return err
 		}
 		for _, f := range all {
+			to, keep := engine.RecoveredObject(engine.JobState(str(f.state)))
 			switch {
-			case f.job == nil || str(f.state) == string(engine.JobFailed):
-				_, err = exec(ctx, tx, `UPDATE source_objects SET state = ?, updated_at = ? WHERE id = ?`,
-					engine.ObjectSeen, ms(p.Now), f.id)
-			case str(f.state) == string(engine.JobIngesting):
+			case keep:
 				continue
+			case to == engine.ObjectSeen:
+				_, err = exec(ctx, tx, `UPDATE source_objects SET state = ?, updated_at = ? WHERE id = ?`,
+					to, ms(p.Now), f.id)
 			default:
 				_, err = exec(ctx, tx, `UPDATE source_objects SET state = ?, job_id = ?, updated_at = ? WHERE id = ?`,
-					engine.ObjectDone, *f.job, ms(p.Now), f.id)
+					to, *f.job, ms(p.Now), f.id)
 				if err == nil {
 					err = countObject(ctx, tx, p.Source, engine.ObjectDone)
 				}

@@ -313,15 +313,16 @@ func (s *Store) RecoverSourceObjects(ctx context.Context, p *engine.RecoverSourc
 			return err
 		}
 		for _, f := range all {
+			to, keep := engine.RecoveredObject(engine.JobState(f.state.String))
 			switch {
-			case !f.job.Valid || f.state.String == string(engine.JobFailed):
-				_, err = tx.ExecContext(ctx, `UPDATE source_objects SET state = ?, updated_at = ? WHERE id = ?`,
-					engine.ObjectSeen, ms(p.Now), f.id)
-			case f.state.String == string(engine.JobIngesting):
+			case keep:
 				continue
+			case to == engine.ObjectSeen:
+				_, err = tx.ExecContext(ctx, `UPDATE source_objects SET state = ?, updated_at = ? WHERE id = ?`,
+					to, ms(p.Now), f.id)
 			default:
 				_, err = tx.ExecContext(ctx, `UPDATE source_objects SET state = ?, job_id = ?, updated_at = ? WHERE id = ?`,
-					engine.ObjectDone, f.job.Int64, ms(p.Now), f.id)
+					to, f.job.Int64, ms(p.Now), f.id)
 				if err == nil {
 					err = countObject(ctx, tx, p.Source, engine.ObjectDone)
 				}
