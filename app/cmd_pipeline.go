@@ -29,8 +29,9 @@ policy per error class and a priority are optional:
     rateLimited: {maxAttempts: 20}
     notFound:    {maxAttempts: 2, delays: [30s]}
 A stage may set maxConcurrency (its items in process at once in one worker
-process) and share (the fraction of its workers), so a slow stage cannot take
-every worker; earlier stages of a job are claimed first.
+process), share (the fraction of its workers) and maxInFlight (its items in
+process at once across every worker process), so a slow stage cannot take
+every worker; a job's due items of earlier stages are claimed first.
 maxRequestsPerJob caps the attempts one job may make (a spending cap for paid
 APIs): the job pauses with the reason when it is reached; resume grants as
 many again.

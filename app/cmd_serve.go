@@ -212,11 +212,7 @@ func startParts(ctx context.Context, env *Env, f *serveFlags, onFinished func(in
 		PoolStats:  env.poolStats(),
 		ScanSource: func(ctx context.Context, name string) (any, error) { return env.scanSource(ctx, ing, name) },
 		UI:         frontend.Handler(),
-		NewRunner: func(c engine.RunnerConfig) (*engine.Runner, error) {
-			c.Store, c.Registry, c.Notifier, c.Logger = env.Store, env.Registry, env.Notifier, env.Log
-			c.Concurrency, c.Claim, c.Lease = env.Tuning.Concurrency, env.Tuning.Claim, env.Tuning.Lease
-			return engine.NewRunner(c)
-		},
+		NewRunner:  env.KickoffRunner,
 	})
 	if err != nil {
 		return nil, err

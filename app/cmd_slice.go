@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,10 +35,8 @@ or RUNNING (resume a paused one first).`,
 				if j.State != engine.JobQueued && j.State != engine.JobRunning {
 					return engine.Errorf(engine.ECONFLICT, "job %d is %s: only a QUEUED or RUNNING job can be kicked off (resume it first)", id, j.State)
 				}
-				r, err := engine.NewRunner(engine.RunnerConfig{
-					Store: env.Store, Registry: env.Registry, Notifier: env.Notifier, Logger: env.Log, JobID: id,
-					Concurrency: env.Tuning.Concurrency, Claim: env.Tuning.Claim, Lease: env.Tuning.Lease, ShutdownGrace: time.Second,
-				})
+				r, err := env.KickoffRunner(engine.RunnerConfig{JobID: id, ShutdownGrace: time.Second,
+					WorkerID: fmt.Sprintf("kickoff-%d-%s", id, strconv.FormatInt(time.Now().UnixNano(), 36))})
 				if err != nil {
 					return err
 				}

@@ -304,16 +304,35 @@ func (e *Env) Ingester() (*engine.Ingester, error) {
 
 // Runner returns a runner on this env.
 func (e *Env) Runner(concurrency int, drain bool, onFinished func(int64)) (*engine.Runner, error) {
-	if concurrency == 0 {
-		concurrency = e.Tuning.Concurrency
+	return engine.NewRunner(e.runnerConfig(engine.RunnerConfig{Concurrency: concurrency, Drain: drain, OnJobFinished: onFinished,
+		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter}))
+}
+
+// KickoffRunner returns a runner for a kickoff slice of one job (the CLI's
+// `kickoff` and the API's): the env's runner settings, with the same
+// in-flight limits and CPU/memory pressure as every other runner.
+func (e *Env) KickoffRunner(c engine.RunnerConfig) (*engine.Runner, error) {
+	if c.JobID == 0 {
+		return nil, engine.Errorf(engine.EINVALID, "a kickoff runner needs a job")
 	}
-	return engine.NewRunner(engine.RunnerConfig{
-		Store: e.Store, Registry: e.Registry, Notifier: e.Notifier, Logger: e.Log, WorkerID: e.WorkerID, Events: e.Events,
-		Concurrency: concurrency, Claim: e.Tuning.Claim, Lease: e.Tuning.Lease, Drain: drain, OnJobFinished: onFinished,
-		ReapInterval: e.Tuning.ReapInterval, StaleIngestAfter: e.Tuning.StaleIngestAfter,
-		MaxInFlightPerJob: e.Tuning.MaxInFlightPerJob, MaxInFlightPerUser: e.Tuning.MaxInFlightPerUser,
-		Pressure: &e.Tuning.Pressure,
-	})
+	return engine.NewRunner(e.runnerConfig(c))
+}
+
+// runnerConfig completes c with this env's store, registry, logger and
+// tuning: concurrency (unless c sets it), claim and lease control, the
+// per-job and per-user in-flight limits and the pressure gauge.
+func (e *Env) runnerConfig(c engine.RunnerConfig) engine.RunnerConfig {
+	c.Store, c.Registry, c.Notifier, c.Logger, c.Events = e.Store, e.Registry, e.Notifier, e.Log, e.Events
+	if c.WorkerID == "" {
+		c.WorkerID = e.WorkerID
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = e.Tuning.Concurrency
+	}
+	c.Claim, c.Lease = e.Tuning.Claim, e.Tuning.Lease
+	c.MaxInFlightPerJob, c.MaxInFlightPerUser = e.Tuning.MaxInFlightPerJob, e.Tuning.MaxInFlightPerUser
+	c.Pressure = &e.Tuning.Pressure
+	return c
 }
 
 // processorKinds lists the processors this binary offers.

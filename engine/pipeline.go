@@ -26,6 +26,10 @@ type Stage struct {
 	// up, at least 1); 0 or 1 = no cap. With MaxConcurrency, the smaller
 	// bound applies.
 	Share float64 `json:"share,omitempty"`
+	// MaxInFlight caps the items of this stage in process at once across
+	// every worker and process (the claim enforces it, from the items
+	// PROCESSING at this stage of this pipeline in every job); 0 = no cap.
+	MaxInFlight int `json:"maxInFlight,omitempty"`
 }
 
 // Pipeline is a named, versioned list of stages an item goes through.
@@ -83,6 +87,9 @@ func (p *Pipeline) Validate(reg *Registry) error {
 		}
 		if st.MaxConcurrency < 0 {
 			return FieldErrorf(field+".maxConcurrency", "must be ≥ 0 (0 = no cap)")
+		}
+		if st.MaxInFlight < 0 {
+			return FieldErrorf(field+".maxInFlight", "must be ≥ 0 (0 = no cap)")
 		}
 		if st.Share < 0 || st.Share > 1 {
 			return FieldErrorf(field+".share", "must be between 0 and 1 (0 = no cap)")

@@ -119,6 +119,9 @@ func (r *Runner) processWith(ctx context.Context, it *Item, cp *compiledPipeline
 		o.Result = result
 		if cp.p != nil && it.Stage+1 < len(cp.procs) {
 			o.Status, o.NextStage, o.RunAt, o.Strategy = ItemPending, it.Stage+1, now, 0
+			if r.mayHandOff(cp, o.NextStage) {
+				o.HandOff, o.LeaseUntil, o.item = true, now.Add(r.lease()), it
+			}
 			r.debug(ctx, "item advanced to next stage", it, "stage", o.NextStage)
 		} else {
 			o.Status = ItemDone

@@ -65,6 +65,10 @@ type RunnerConfig struct {
 	// JobID, when set, restricts the runner to one job's items (a kickoff
 	// slice).
 	JobID int64
+	// NoHandOff turns off keeping an item for its next stage (hand-off,
+	// runner_handoff.go): every stage is then claimed anew. For comparison
+	// runs.
+	NoHandOff bool
 	// Seed seeds the jitter of retry delays; 0 = random.
 	Seed uint64
 	// OnJobFinished, when set, is called after a job became DONE.
@@ -77,19 +81,23 @@ type RunnerConfig struct {
 // their outcomes in group commits. One goroutine (the producer) owns
 // claiming; workers only process; one completer owns writing outcomes.
 type Runner struct {
-	cfg     RunnerConfig
-	store   Store
-	reg     *Registry
-	clock   Clock
-	log     *slog.Logger
-	claim   *adapt.Claim
-	rnd     *rand.Rand
-	rndMu   sync.Mutex
-	slotCh  chan struct{}
-	pipes   pipelineCache
-	gates   stageGates
-	stats   runStats
-	started atomic.Int64 // unix ns when Run started
+	cfg    RunnerConfig
+	store  Store
+	reg    *Registry
+	clock  Clock
+	log    *slog.Logger
+	claim  *adapt.Claim
+	rnd    *rand.Rand
+	rndMu  sync.Mutex
+	slotCh chan struct{}
+	pipes  pipelineCache
+	gates  stageGates
+	cont   contQueue
+	bounds stageBoundsCache
+	stats  runStats
+	// stopping is set once Run's context ended: nothing new starts.
+	stopping atomic.Bool
+	started  atomic.Int64 // unix ns when Run started
 
 	// mu guards inflight: every claimed item until its outcome is durable.
 	// The producer adds, the completer removes, the renewer reads.
@@ -109,6 +117,7 @@ type runStats struct {
 	stale      atomic.Int64
 	reaped     atomic.Int64
 	released   atomic.Int64
+	handedOff  atomic.Int64
 	retried    atomic.Int64
 	byStatus   [6]atomic.Int64
 	byClass    sync.Map     // ErrorClass → *atomic.Int64: failed attempts by class
@@ -185,6 +194,8 @@ func NewRunner(c RunnerConfig) (*Runner, error) {
 		slotCh:   make(chan struct{}, 1),
 		inflight: map[int64]*inflightItem{},
 	}
+	r.cont.init()
+	r.bounds.store = c.Store
 	r.pipes = pipelineCache{store: c.Store, reg: c.Registry, clock: c.Clock, concurrency: c.Concurrency,
 		entries: map[string]*compiledPipeline{}}
 	return r, nil
@@ -215,6 +226,9 @@ type RunSummary struct {
 	// wrote outcomes: items per transaction is what group commit buys.
 	Claims  int64 `json:"claims"`
 	Commits int64 `json:"commits"`
+	// HandedOff counts stages begun without a claim: the item was kept
+	// for its next stage in the write of the stage before.
+	HandedOff int64 `json:"handedOff"`
 	// Busy is the time from the first claim to the last durable outcome.
 	Busy        time.Duration `json:"busyNs"`
 	ItemsPerSec float64       `json:"itemsPerSec"`
@@ -227,7 +241,8 @@ func (r *Runner) Summary() *RunSummary {
 		WorkerID: r.cfg.WorkerID, Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load(),
 		Retried: r.stats.retried.Load(), Stale: r.stats.stale.Load(), Reaped: r.stats.reaped.Load(),
 		Claims: r.stats.claims.Load(), Commits: r.stats.commits.Load(), Released: r.stats.released.Load(),
-		ByStatus: map[string]int64{}, ByClass: map[string]int64{},
+		HandedOff: r.stats.handedOff.Load(),
+		ByStatus:  map[string]int64{}, ByClass: map[string]int64{},
 	}
 	r.stats.byClass.Range(func(k, v any) bool {
 		s.ByClass[string(k.(ErrorClass))] = v.(*atomic.Int64).Load()
@@ -260,7 +275,7 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 
 	// Once Run's context ends, items still waiting in the local queue are
 	// not started: they are released (see releaseUnstarted).
-	var stopping atomic.Bool
+	stopping := &r.stopping
 	var unstartedMu sync.Mutex
 	var unstarted []*Item
 	addUnstarted := func(it *Item) {
@@ -271,7 +286,11 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	var workers sync.WaitGroup
 	for range r.cfg.Concurrency {
 		workers.Go(func() {
-			for it := range work {
+			for {
+				it, ok := r.next(work)
+				if !ok {
+					return
+				}
 				if stopping.Load() {
 					addUnstarted(it)
 					continue
@@ -315,6 +334,8 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	// Items parked on a stage gate are handed on by the worker holding
 	// the slot; any left when the workers stopped never started.
 	unstarted = append(unstarted, r.gates.drainParked()...)
+	// Items handed off after the workers stopped never started either.
+	unstarted = append(unstarted, r.cont.drain()...)
 	r.releaseUnstarted(unstarted)
 	stopBg()
 	bg.Wait()

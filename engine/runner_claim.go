@@ -145,6 +145,7 @@ func (r *Runner) claimBatch(ctx context.Context, size int) ([]*Item, error) {
 	items, err := r.store.ClaimItems(ctx, &ClaimItemsParams{
 		WorkerID: r.cfg.WorkerID, Limit: size, MaxJobs: r.cfg.MaxJobsPerClaim, LeaseFor: lease, Now: now, JobID: r.cfg.JobID,
 		MaxInFlightPerJob: r.cfg.MaxInFlightPerJob, MaxInFlightPerUser: r.cfg.MaxInFlightPerUser,
+		StageLimits: r.bounds.get(ctx, now),
 	})
 	if err != nil || len(items) == 0 {
 		return nil, err

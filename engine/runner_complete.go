@@ -49,11 +49,30 @@ func (r *Runner) flush(batch []Outcome) {
 		r.log.Warn("writing outcomes failed; retrying", "err", err, "items", len(batch), "retry_in", d)
 		time.Sleep(d)
 	}
+	// Items handed off to their next stage stay in flight, under the new
+	// lease; every other item's outcome is durable.
+	var kept map[int64]bool
+	if err == nil && len(res.HandedOff) > 0 {
+		kept = make(map[int64]bool, len(res.HandedOff))
+		for _, id := range res.HandedOff {
+			kept[id] = true
+		}
+	}
 	r.mu.Lock()
 	for i := range batch {
-		delete(r.inflight, batch[i].ItemID)
+		o := &batch[i]
+		if kept[o.ItemID] {
+			if f := r.inflight[o.ItemID]; f != nil {
+				f.leaseUntil = o.LeaseUntil
+			}
+			continue
+		}
+		delete(r.inflight, o.ItemID)
 	}
 	r.mu.Unlock()
+	if err == nil {
+		r.handedOff(batch, res.HandedOff)
+	}
 	select {
 	case r.slotCh <- struct{}{}:
 	default:

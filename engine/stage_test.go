@@ -13,14 +13,33 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
+// Every item runs both stages once. With hand-off (the default) stage 1
+// is begun in the write that ends stage 0, without a claim; without it
+// every stage is claimed. The records are the same.
 func TestRunnerMultiStagePipeline(t *testing.T) {
 	t.Parallel()
+	for _, noHandOff := range []bool{false, true} {
+		t.Run(map[bool]string{false: "handoff", true: "claims"}[noHandOff], func(t *testing.T) {
+			t.Parallel()
+			testMultiStage(t, noHandOff)
+		})
+	}
+}
+
+func testMultiStage(t *testing.T, noHandOff bool) {
 	s := newStore(t)
 	putPipeline(t, s, &engine.Pipeline{Name: "two", Stages: []engine.Stage{
 		{Name: "first", Processor: "noop"}, {Name: "second", Processor: "noop"}}})
 	job := enqueue(t, newIngester(t, s, nil), "two", 30)
-	sum := drain(t, s, engine.RunnerConfig{})
-	require.Equal(t, int64(60), sum.Claimed)
+	sum := drain(t, s, engine.RunnerConfig{NoHandOff: noHandOff})
+	if noHandOff {
+		require.Equal(t, int64(60), sum.Claimed)
+		require.Zero(t, sum.HandedOff)
+	} else {
+		require.Equal(t, int64(30), sum.Claimed, "stage 1 needs no claim")
+		require.Equal(t, int64(30), sum.HandedOff)
+	}
+	require.Equal(t, int64(60), sum.Completed)
 
 	got := getJob(t, s, job.ID)
 	require.Equal(t, engine.JobDone, got.State)

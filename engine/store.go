@@ -269,6 +269,17 @@ type ClaimItemsParams struct {
 	// MaxInFlightPerUser caps the PROCESSING items of one user's jobs taken
 	// together, so that one owner cannot take every worker. 0 = no limit.
 	MaxInFlightPerUser int
+	// StageLimits cap the PROCESSING items of a pipeline's stage across
+	// every worker and process (Stage.MaxInFlight): a claim never takes a
+	// stage past its limit. Empty = no stage is bounded.
+	StageLimits []StageLimit
+}
+
+// StageLimit is the in-flight limit of one stage of one pipeline.
+type StageLimit struct {
+	Pipeline string
+	Stage    int
+	Max      int
 }
 
 // Outcome is the result of one attempt, for Store.CompleteItems.
@@ -295,6 +306,18 @@ type Outcome struct {
 	StartedAt  time.Time
 	Duration   time.Duration
 	Detail     json.RawMessage
+	// HandOff, on an outcome that advances the item (PENDING, NextStage >
+	// Stage, due now), asks to keep the item: if its job is still QUEUED or
+	// RUNNING, the item stays PROCESSING under the same worker at
+	// NextStage with its first attempt of that stage begun (attempts 1)
+	// and its lease until LeaseUntil, in the same write as this stage's
+	// result and attempt record, so the worker goes on without a claim.
+	// Otherwise the outcome advances the item as without HandOff.
+	HandOff    bool
+	LeaseUntil time.Time
+
+	// item is the runner's claimed item, to go on with after a hand-off.
+	item *Item
 }
 
 // CompleteItemsParams are the arguments of Store.CompleteItems.
@@ -311,6 +334,9 @@ type CompleteItemsResult struct {
 	Stale []int64
 	// Finished lists jobs that became DONE in this transaction.
 	Finished []int64
+	// HandedOff lists items whose HandOff was granted: they are PROCESSING
+	// at their next stage under the worker's lease (attempts 1).
+	HandedOff []int64
 }
 
 // ReleaseItemsParams are the arguments of Store.ReleaseItems.

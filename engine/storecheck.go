@@ -124,6 +124,13 @@ func (o *Outcome) Next(now time.Time) (stage int, at time.Time, err error) {
 	return 0, time.Time{}, Errorf(EINVALID, "outcome of item %d: status %q cannot end an attempt", o.ItemID, o.Status)
 }
 
+// WantsHandOff reports whether the outcome asks to keep its item for its
+// next stage and may: it advances the item (PENDING at a later stage), due
+// now, with a lease. The store grants it only while the job is runnable.
+func (o *Outcome) WantsHandOff(now time.Time) bool {
+	return o.HandOff && o.Status == ItemPending && o.NextStage > o.Stage && !o.RunAt.After(now) && o.LeaseUntil.After(now)
+}
+
 // SpreadClaim shares a claim of limit items fairly across jobs (in the
 // order they should be served): each gets an equal share of what is left,
 // then the jobs that filled their share get what the others left. claim

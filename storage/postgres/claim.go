@@ -17,7 +17,7 @@ const (
 	// on SQLite: runnable jobs with a due item, under their request
 	// limit, under the in-flight limit ($4), of users not at theirs ($5),
 	// longest unclaimed first (higher priority first).
-	claimJobsSQL = `SELECT id, request_limit FROM jobs
+	claimJobsSQL = `SELECT id, request_limit, pipeline FROM jobs
 		WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
 		AND (request_limit = 0 OR attempts + processing_items < request_limit)
 		AND ($3::bigint = 0 OR id = $3)
@@ -43,12 +43,34 @@ const (
 			SELECT id FROM job_items
 			WHERE job_id = $1 AND status = 'PENDING' AND updated_at <= $2
 			ORDER BY updated_at, id LIMIT $3
-			FOR UPDATE SKIP LOCKED)
+			FOR UPDATE SKIP LOCKED)` + claimUpdateSQL
+	// claimStage0SQL is claimItemsSQL for a job that also has items at
+	// later stages: stage 0 first (strict stage order).
+	claimStage0SQL = `WITH c AS (
+			SELECT id FROM job_items
+			WHERE job_id = $1 AND status = 'PENDING' AND updated_at <= $2 AND stage = 0
+			ORDER BY updated_at, id LIMIT $3
+			FOR UPDATE SKIP LOCKED)` + claimUpdateSQL
+	// claimLaterSQL claims the due items of one later stage ($6) of a job,
+	// from the index of PENDING items past stage 0.
+	claimLaterSQL = `WITH c AS (
+			SELECT id FROM job_items
+			WHERE job_id = $1 AND status = 'PENDING' AND stage > 0 AND stage = $6 AND updated_at <= $2
+			ORDER BY updated_at, id LIMIT $3
+			FOR UPDATE SKIP LOCKED)` + claimUpdateSQL
+	claimUpdateSQL = `
 		UPDATE job_items i SET status = 'PROCESSING', locked_by = $4, locked_at = $2, lease_expires_at = $5,
 			attempts = i.attempts + 1, updated_at = $2
 		FROM c WHERE i.id = c.id
 		RETURNING i.id, i.job_id, i.user_id, i.pipeline, i.seq, i.stage, COALESCE(i.normalized_json, i.input_json),
 			i.result_json, i.attempts, i.strategy, i.run_at`
+	// laterStageSQL finds a job's next stage above $2 with PENDING items
+	// past stage 0 (one probe of job_items_later_stages).
+	laterStageSQL = `SELECT MIN(stage) FROM job_items WHERE job_id = $1 AND status = 'PENDING' AND stage > 0 AND stage > $2`
+	// stageInFlightSQL counts the PROCESSING items of the pipelines with a
+	// bounded stage, by stage.
+	stageInFlightSQL = `SELECT pipeline, stage, count(*) FROM job_items
+		WHERE status = 'PROCESSING' AND pipeline = ANY($1) GROUP BY pipeline, stage`
 	// claimJobSQL moves a job's counters by what one claim took and sends
 	// the job to the back of the line.
 	claimJobSQL = `UPDATE jobs SET pending_items = pending_items - $1, processing_items = processing_items + $1,
@@ -59,6 +81,9 @@ const (
 	// perUserLock serialises claims under a per-user limit: the limit
 	// spans jobs, so one job's row lock cannot guard it.
 	perUserLock = 1
+	// perStageLock serialises claims under stage limits, which span jobs
+	// and workers.
+	perStageLock = 2
 )
 
 // claimJob is a job chosen for a claim, as read under its row lock.
@@ -104,19 +129,32 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return err
 			}
 		}
+		var budgets engine.StageBudgets
+		if len(p.StageLimits) > 0 {
+			if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, $2)`, s.lockSpace, perStageLock); err != nil {
+				return err
+			}
+			var err error
+			if budgets, err = stageBudgets(ctx, tx, p.StageLimits); err != nil {
+				return err
+			}
+		}
 		rows, err := tx.Query(ctx, claimJobsSQL, now, maxJobs, p.JobID, max(p.MaxInFlightPerJob, 0), blocked)
 		if err != nil {
 			return err
 		}
 		var order []int64
 		budgeted := p.MaxInFlightPerJob > 0 || p.MaxInFlightPerUser > 0
+		pipeline := map[int64]string{}
 		for rows.Next() {
 			var id, limit int64
-			if err := rows.Scan(&id, &limit); err != nil {
+			var pipe string
+			if err := rows.Scan(&id, &limit, &pipe); err != nil {
 				rows.Close()
 				return err
 			}
 			order = append(order, id)
+			pipeline[id] = pipe
 			budgeted = budgeted || limit > 0
 		}
 		rows.Close()
@@ -145,7 +183,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			if limit <= 0 {
 				return 0, nil
 			}
-			n, err := claimFromJob(ctx, tx, jobID, limit, p.WorkerID, now, lease, &out)
+			n, err := claimJobItems(ctx, tx, jobID, pipeline[jobID], limit, budgets, p.WorkerID, now, lease, &out)
 			if err != nil {
 				return 0, err
 			}
@@ -263,8 +301,57 @@ func userInFlight(ctx context.Context, tx pgx.Tx, limit int) (map[int64]int, []i
 	return left, full, nil
 }
 
-func claimFromJob(ctx context.Context, tx pgx.Tx, jobID int64, limit int, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
-	rows, err := tx.Query(ctx, claimItemsSQL, jobID, now, limit, worker, lease)
+// stageBudgets reads how many more items each bounded stage may have in
+// flight; the caller holds perStageLock.
+func stageBudgets(ctx context.Context, tx pgx.Tx, limits []engine.StageLimit) (engine.StageBudgets, error) {
+	budgets := engine.NewStageBudgets(limits)
+	rows, err := tx.Query(ctx, stageInFlightSQL, budgets.Pipelines())
+	if err != nil {
+		return nil, fmt.Errorf("count items in flight by stage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pipeline string
+		var stage int32
+		var n int64
+		if err := rows.Scan(&pipeline, &stage, &n); err != nil {
+			return nil, err
+		}
+		budgets.Spend(pipeline, int(stage), int(n))
+	}
+	return budgets, rows.Err()
+}
+
+// claimJobItems claims up to limit due items of one job, earlier stages
+// first (engine.ClaimInStageOrder). A job with nothing past stage 0 and no
+// bound on stage 0 (every single-stage job) takes the one-query path.
+func claimJobItems(ctx context.Context, tx pgx.Tx, jobID int64, pipeline string, limit int,
+	budgets engine.StageBudgets, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
+	next := func(after int) (int, bool, error) {
+		var st *int32
+		err := tx.QueryRow(ctx, laterStageSQL, jobID, after).Scan(&st)
+		if err != nil || st == nil {
+			return 0, false, err
+		}
+		return int(*st), true, nil
+	}
+	return engine.ClaimInStageOrder(limit, pipeline, budgets, next, func(stage, n int) (int, error) {
+		switch stage {
+		case engine.AllStages:
+			return claimFromJob(ctx, tx, claimItemsSQL, out, jobID, n, worker, now, lease)
+		case 0:
+			return claimFromJob(ctx, tx, claimStage0SQL, out, jobID, n, worker, now, lease)
+		}
+		return claimFromJob(ctx, tx, claimLaterSQL, out, jobID, n, worker, now, lease, stage)
+	})
+}
+
+// claimFromJob runs one claim statement ($1 job, $2 now, $3 limit, $4
+// worker, $5 lease, then extra) and appends the items it took to out, in
+// run_at, id order.
+func claimFromJob(ctx context.Context, tx pgx.Tx, query string, out *[]*engine.Item, jobID int64, limit int, worker string,
+	now, lease int64, extra ...any) (int, error) {
+	rows, err := tx.Query(ctx, query, append([]any{jobID, now, limit, worker, lease}, extra...)...)
 	if err != nil {
 		return 0, err
 	}

@@ -13,17 +13,27 @@ import (
 // completeItemsSQL applies a batch of outcomes in one statement under the
 // lease guard (still PROCESSING, same worker, same stage and attempt).
 // Moving on to another stage starts the attempt count again: each stage
-// has its own budget. It returns the items it changed.
-const completeItemsSQL = `UPDATE job_items i SET status = o.status, stage = o.next_stage,
-		attempts = CASE WHEN i.stage = o.next_stage THEN i.attempts ELSE 0 END,
+// has its own budget. A granted hand-off (o.handoff) keeps the item
+// PROCESSING under the same worker at its next stage, its first attempt
+// begun, with a new lease. It returns the items it changed.
+const completeItemsSQL = `UPDATE job_items i SET status = CASE WHEN o.handoff THEN 'PROCESSING' ELSE o.status END,
+		stage = o.next_stage,
+		attempts = CASE WHEN o.handoff THEN 1 WHEN i.stage = o.next_stage THEN i.attempts ELSE 0 END,
 		result_json = COALESCE(o.result, i.result_json), last_error = o.err, last_error_code = o.code,
 		run_at = o.run_at, strategy = o.strategy,
-		locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = o.run_at
+		locked_by = CASE WHEN o.handoff THEN i.locked_by END,
+		locked_at = CASE WHEN o.handoff THEN $12::bigint END,
+		lease_expires_at = CASE WHEN o.handoff THEN o.lease END,
+		updated_at = CASE WHEN o.handoff THEN $12::bigint ELSE o.run_at END
 	FROM unnest($2::bigint[], $3::text[], $4::int[], $5::text[], $6::text[], $7::text[], $8::bigint[], $9::int[],
-			$10::int[], $11::int[])
-		AS o(id, status, next_stage, result, err, code, run_at, strategy, attempt, stage)
+			$10::int[], $11::int[], $13::bool[], $14::bigint[])
+		AS o(id, status, next_stage, result, err, code, run_at, strategy, attempt, stage, handoff, lease)
 	WHERE i.id = o.id AND i.status = 'PROCESSING' AND i.locked_by = $1 AND i.attempts = o.attempt AND i.stage = o.stage
 	RETURNING i.id`
+
+// runnableJobsSQL picks, of the given jobs, those that take new attempts
+// (a hand-off is granted only to them).
+const runnableJobsSQL = `SELECT id FROM jobs WHERE id = ANY($1) AND queue_state IN ('QUEUED', 'RUNNING')`
 
 // insertAttemptsSQL records a batch of attempts from arrays.
 const insertAttemptsSQL = `INSERT INTO item_attempts (item_id, job_id, attempt_no, stage, worker, started_at, finished_at,
@@ -73,6 +83,8 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		runAts                 = make([]int64, 0, n)
 		nextStages, strategies = make([]int32, 0, n), make([]int32, 0, n)
 		attemptNos, stages     = make([]int32, 0, n), make([]int32, 0, n)
+		handOffs, leases       = make([]bool, 0, n), make([]int64, 0, n)
+		handOffJobs            []int64
 		byItem                 = make(map[int64]int, n)
 		dupes                  []int64
 	)
@@ -98,13 +110,33 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		strategies = append(strategies, int32(o.Strategy))
 		attemptNos = append(attemptNos, int32(o.Attempt))
 		stages = append(stages, int32(o.Stage))
+		wants := o.WantsHandOff(p.Now)
+		handOffs, leases = append(handOffs, wants), append(leases, ms(o.LeaseUntil))
+		if wants {
+			handOffJobs = append(handOffJobs, o.JobID)
+		}
 	}
 	var wake bool
 	err := s.tx(ctx, func(tx pgx.Tx) error {
 		*res = engine.CompleteItemsResult{}
 		wake = false
+		granted := slices.Clone(handOffs)
+		if len(handOffJobs) > 0 {
+			// A hand-off is granted only while its job takes new attempts.
+			rows, err := tx.Query(ctx, runnableJobsSQL, handOffJobs)
+			if err != nil {
+				return err
+			}
+			ok, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+			if err != nil {
+				return err
+			}
+			for k, id := range ids {
+				granted[k] = handOffs[k] && slices.Contains(ok, p.Outcomes[byItem[id]].JobID)
+			}
+		}
 		rows, err := tx.Query(ctx, completeItemsSQL, p.WorkerID, ids, statuses, nextStages, results, errs, codes, runAts,
-			strategies, attemptNos, stages)
+			strategies, attemptNos, stages, now, granted, leases)
 		if err != nil {
 			return err
 		}
@@ -115,6 +147,12 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		done := make(map[int64]bool, len(applied))
 		for _, id := range applied {
 			done[id] = true
+		}
+		handedOff := make(map[int64]bool, len(handOffJobs))
+		for k, id := range ids {
+			if granted[k] {
+				handedOff[id] = true
+			}
 		}
 		d := deltas{}
 		var (
@@ -131,11 +169,16 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 			}
 			res.Applied++
 			jd := d.of(o.JobID)
-			jd.counts.Processing--
-			jd.counts.Add(o.Status, 1)
 			jd.requests++
-			if o.Status == engine.ItemPending {
-				wake = true
+			if handedOff[id] {
+				// Still PROCESSING, one more attempt begun.
+				res.HandedOff = append(res.HandedOff, id)
+			} else {
+				jd.counts.Processing--
+				jd.counts.Add(o.Status, 1)
+				if o.Status == engine.ItemPending {
+					wake = true
+				}
 			}
 			started := o.StartedAt
 			if started.IsZero() {

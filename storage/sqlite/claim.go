@@ -17,6 +17,33 @@ const claimItemsSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?
 		WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
 	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
+// claimStage0SQL is claimItemsSQL for a job that also has items at later
+// stages: stage 0 first (strict stage order).
+const claimStage0SQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?, locked_at = ?, lease_expires_at = ?,
+		attempts = attempts + 1, updated_at = ?
+	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_job_status_updated
+		WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? AND stage = 0 ORDER BY updated_at, id LIMIT ?)
+	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
+
+// claimLaterSQL claims the due items of one later stage of a job, from the
+// index of PENDING items past stage 0.
+const claimLaterSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?, locked_at = ?, lease_expires_at = ?,
+		attempts = attempts + 1, updated_at = ?
+	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_later_stages
+		WHERE job_id = ? AND status = 'PENDING' AND stage > 0 AND stage = ? AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
+	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
+
+// laterStageSQL finds a job's next stage above ? with PENDING items (due
+// or not), past stage 0: one seek in job_items_later_stages.
+const laterStageSQL = `SELECT MIN(stage) FROM job_items INDEXED BY job_items_later_stages
+	WHERE job_id = ? AND status = 'PENDING' AND stage > 0 AND stage > ?`
+
+// stageInFlightSQL counts the PROCESSING items of the pipelines (a JSON
+// array) with a bounded stage, by stage. The items in flight are few (the
+// workers' claims), and the status index reads only them.
+const stageInFlightSQL = `SELECT pipeline, stage, count(*) FROM job_items INDEXED BY job_items_status_user_updated
+	WHERE status = 'PROCESSING' AND pipeline IN (SELECT value FROM json_each(?)) GROUP BY pipeline, stage`
+
 const (
 	// Only jobs with a due item compete for the claim's shares: jobs whose
 	// pending items are all retries scheduled for later would otherwise
@@ -24,7 +51,7 @@ const (
 	//
 	// Jobs at their in-flight limit (?4), and jobs of users at theirs (the
 	// JSON array ?5), do not compete either.
-	claimJobsSQL = `SELECT id, user_id, request_limit, attempts, processing_items FROM jobs
+	claimJobsSQL = `SELECT id, user_id, pipeline, request_limit, attempts, processing_items FROM jobs
 		WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
 		AND (request_limit = 0 OR attempts + processing_items < request_limit)
 		AND (?3 = 0 OR id = ?3)
@@ -48,7 +75,9 @@ const (
 
 // ClaimItems claims due items fairly across runnable jobs: it takes the
 // runnable jobs that have waited longest since their last claim (higher
-// priority first) and gives each an equal share of the limit.
+// priority first) and gives each an equal share of the limit. Within a
+// job, due items of earlier stages go first, and no stage is taken past
+// its in-flight limit (StageLimits).
 func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*engine.Item, error) {
 	if p.Limit <= 0 {
 		return nil, nil
@@ -74,6 +103,10 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return err
 			}
 		}
+		budgets, err := stageBudgets(ctx, tx, p.StageLimits)
+		if err != nil {
+			return err
+		}
 		rows, err := tx.StmtContext(ctx, s.claimJobs).QueryContext(ctx, now, maxJobs, p.JobID, max(p.MaxInFlightPerJob, 0), blocked)
 		if err != nil {
 			return err
@@ -84,14 +117,17 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 		// and what is running; its in-flight limit less what is running).
 		budget := map[int64]int{}
 		owner := map[int64]int64{}
+		pipeline := map[int64]string{}
 		for rows.Next() {
 			var id, user, limit, requests, processing int64
-			if err := rows.Scan(&id, &user, &limit, &requests, &processing); err != nil {
+			var pipe string
+			if err := rows.Scan(&id, &user, &pipe, &limit, &requests, &processing); err != nil {
 				rows.Close()
 				return err
 			}
 			jobs = append(jobs, id)
 			owner[id] = user
+			pipeline[id] = pipe
 			if limit > 0 {
 				budget[id] = int(limit - requests - processing)
 			}
@@ -128,7 +164,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 				return 0, nil
 			}
 			ticket++
-			n, err := claimFromJob(ctx, tx.StmtContext(ctx, s.claim), jobID, limit, p.WorkerID, now, lease, &out)
+			n, err := s.claimJobItems(ctx, tx, jobID, pipeline[jobID], limit, budgets, p.WorkerID, now, lease, &out)
 			if err != nil {
 				return 0, err
 			}
@@ -189,8 +225,60 @@ func userInFlight(ctx context.Context, tx *sql.Tx, limit int) (map[int64]int, st
 	return left, string(b), err
 }
 
-func claimFromJob(ctx context.Context, stmt *sql.Stmt, jobID int64, limit int, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
-	rows, err := stmt.QueryContext(ctx, worker, now, lease, now, jobID, now, limit)
+// stageBudgets reads how many more items each bounded stage may have in
+// flight (nil without limits).
+func stageBudgets(ctx context.Context, tx *sql.Tx, limits []engine.StageLimit) (engine.StageBudgets, error) {
+	budgets := engine.NewStageBudgets(limits)
+	if budgets == nil {
+		return nil, nil
+	}
+	names, err := json.Marshal(budgets.Pipelines())
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, stageInFlightSQL, string(names))
+	if err != nil {
+		return nil, fmt.Errorf("count items in flight by stage: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var pipeline string
+		var stage, n int
+		if err := rows.Scan(&pipeline, &stage, &n); err != nil {
+			return nil, err
+		}
+		budgets.Spend(pipeline, stage, n)
+	}
+	return budgets, rows.Err()
+}
+
+// claimJobItems claims up to limit due items of one job, earlier stages
+// first (engine.ClaimInStageOrder). A job with nothing past stage 0 and no
+// bound on stage 0 (every single-stage job) takes the one-query path.
+func (s *Store) claimJobItems(ctx context.Context, tx *sql.Tx, jobID int64, pipeline string, limit int,
+	budgets engine.StageBudgets, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
+	later := tx.StmtContext(ctx, s.laterStage)
+	next := func(after int) (int, bool, error) {
+		var st sql.NullInt64
+		err := later.QueryRowContext(ctx, jobID, after).Scan(&st)
+		return int(st.Int64), st.Valid, err
+	}
+	return engine.ClaimInStageOrder(limit, pipeline, budgets, next, func(stage, n int) (int, error) {
+		switch stage {
+		case engine.AllStages:
+			return claimFromJob(ctx, tx.StmtContext(ctx, s.claim), out, worker, now, lease, jobID, now, n)
+		case 0:
+			return claimFromJob(ctx, tx.StmtContext(ctx, s.claimStage0), out, worker, now, lease, jobID, now, n)
+		}
+		return claimFromJob(ctx, tx.StmtContext(ctx, s.claimLater), out, worker, now, lease, jobID, stage, now, n)
+	})
+}
+
+// claimFromJob runs one claim statement (its SET arguments from worker,
+// now and lease, then the arguments of its WHERE) and appends the items it
+// took to out, in run_at, id order.
+func claimFromJob(ctx context.Context, stmt *sql.Stmt, out *[]*engine.Item, worker string, now, lease int64, where ...any) (int, error) {
+	rows, err := stmt.QueryContext(ctx, append([]any{worker, now, lease, now}, where...)...)
 	if err != nil {
 		return 0, err
 	}

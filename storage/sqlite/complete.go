@@ -20,6 +20,16 @@ const completeItemSQL = `UPDATE job_items SET status = ?, stage = ?,
 		locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = ?
 	WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ? AND stage = ?`
 
+// handOffItemSQL applies an advancing outcome whose worker keeps the item
+// (engine.Outcome.HandOff): under the same guard, the item moves to its
+// next stage with that stage's first attempt begun and a new lease.
+const handOffItemSQL = `UPDATE job_items SET stage = ?, attempts = 1, result_json = COALESCE(?, result_json),
+		last_error = NULL, last_error_code = NULL, run_at = ?, strategy = ?, locked_at = ?, lease_expires_at = ?, updated_at = ?
+	WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ? AND stage = ?`
+
+// jobRunnableSQL tells whether a job still takes new attempts.
+const jobRunnableSQL = `SELECT queue_state IN ('QUEUED', 'RUNNING') FROM jobs WHERE id = ?`
+
 const attemptColumns = 13
 
 const attemptsPerInsert = 50
@@ -58,6 +68,9 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		stmt := tx.StmtContext(ctx, s.completeOne)
 		attemptStmt := tx.StmtContext(ctx, s.attemptMany)
 		deltas := map[int64]*jobDelta{}
+		// runnable caches whether a job takes hand-offs (its state cannot
+		// change under this write transaction).
+		runnable := map[int64]bool{}
 		var attempts []any
 		for i := range p.Outcomes {
 			o := &p.Outcomes[i]
@@ -66,9 +79,26 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 				return err
 			}
 			runAt := ms(at)
-			// A PENDING item's updated_at is its due time (see the schema).
-			r, err := stmt.ExecContext(ctx, string(o.Status), nextStage, nextStage, nullJSON(o.Result), nullStr(o.Error),
-				nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
+			handOff := o.WantsHandOff(p.Now)
+			if handOff {
+				ok, seen := runnable[o.JobID]
+				if !seen {
+					if err := tx.QueryRowContext(ctx, jobRunnableSQL, o.JobID).Scan(&ok); err != nil && !errors.Is(err, sql.ErrNoRows) {
+						return fmt.Errorf("complete item %d: %w", o.ItemID, err)
+					}
+					runnable[o.JobID] = ok
+				}
+				handOff = ok
+			}
+			var r sql.Result
+			if handOff {
+				r, err = tx.StmtContext(ctx, s.handOffOne).ExecContext(ctx, nextStage, nullJSON(o.Result), now, o.Strategy, now,
+					ms(o.LeaseUntil), now, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
+			} else {
+				// A PENDING item's updated_at is its due time (see the schema).
+				r, err = stmt.ExecContext(ctx, string(o.Status), nextStage, nextStage, nullJSON(o.Result), nullStr(o.Error),
+					nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
+			}
 			if err != nil {
 				return fmt.Errorf("complete item %d: %w", o.ItemID, err)
 			}
@@ -82,8 +112,13 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 				d = &jobDelta{}
 				deltas[o.JobID] = d
 			}
-			d.counts.Processing--
-			d.counts.Add(o.Status, 1)
+			if handOff {
+				// Still PROCESSING, one more attempt begun.
+				res.HandedOff = append(res.HandedOff, o.ItemID)
+			} else {
+				d.counts.Processing--
+				d.counts.Add(o.Status, 1)
+			}
 			d.requests++
 			started := o.StartedAt
 			if started.IsZero() {

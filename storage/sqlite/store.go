@@ -93,9 +93,10 @@ type Store struct {
 	closeErr  error
 	// Hot statements, prepared once on the write connection: the large
 	// multi-row ones cost more to parse than to run.
-	attemptMany, completeOne, claim  *sql.Stmt
-	insertJob, enqueueDone, jobByID  *sql.Stmt
-	claimJobs, claimTicket, claimJob *sql.Stmt
+	attemptMany, completeOne, claim                 *sql.Stmt
+	handOffOne, claimStage0, claimLater, laterStage *sql.Stmt
+	insertJob, enqueueDone, jobByID                 *sql.Stmt
+	claimJobs, claimTicket, claimJob                *sql.Stmt
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -190,7 +191,8 @@ func (s *Store) prepare(ctx context.Context) error {
 		q   string
 	}{
 		{&s.attemptMany, attemptManySQL},
-		{&s.completeOne, completeItemSQL}, {&s.claim, claimItemsSQL},
+		{&s.completeOne, completeItemSQL}, {&s.handOffOne, handOffItemSQL}, {&s.claim, claimItemsSQL},
+		{&s.claimStage0, claimStage0SQL}, {&s.claimLater, claimLaterSQL}, {&s.laterStage, laterStageSQL},
 		{&s.insertJob, insertJobSQL}, {&s.enqueueDone, enqueueDoneSQL},
 		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimTicket, claimTicketSQL}, {&s.claimJob, claimJobSQL},
 	} {
@@ -233,7 +235,7 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	for _, st := range []*sql.Stmt{s.attemptMany, s.completeOne, s.claim, s.insertJob, s.enqueueDone, s.jobByID,
+	for _, st := range []*sql.Stmt{s.attemptMany, s.completeOne, s.handOffOne, s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID,
 		s.claimJobs, s.claimTicket, s.claimJob} {
 		if st != nil {
 			st.Close()

@@ -43,6 +43,8 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"ingest", ingestTests},
 		{"claim", claimTests},
 		{"complete", completeTests},
+		{"handoff", handOffTests},
+		{"stages", stageTests},
 		{"leases", leaseTests},
 		{"items", itemTests},
 		{"scan", scanTests},
