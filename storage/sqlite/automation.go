@@ -280,7 +280,11 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 			if f.Job == nil || dup {
 				continue
 			}
-			id, err := s.enqueueJob(ctx, tx, f.Job)
+			var id int64
+			job, err := s.enqueueJob(ctx, tx, f.Job)
+			if job != nil {
+				id = job.ID
+			}
 			result, jobID := "job", sql.NullInt64{Int64: id, Valid: true}
 			switch {
 			case errors.Is(err, engine.ErrDuplicate): // a job of this batch took the key

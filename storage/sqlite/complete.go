@@ -49,6 +49,12 @@ func attemptInsertSQL(n int) string {
 
 var attemptManySQL = attemptInsertSQL(attemptsPerInsert)
 
+// A batch's tail of attempts (fewer than attemptsPerInsert) goes in
+// statements of ten and of one row, prepared at open (writeCachedSQL): a
+// statement of the tail's own size would be parsed for each commit, which
+// costs more than the insert when a commit carries one or a few outcomes.
+var attemptTenSQL, attemptOneSQL = attemptInsertSQL(10), attemptInsertSQL(1)
+
 // jobDelta accumulates counter changes of one job within a transaction.
 type jobDelta struct {
 	counts engine.ItemCounts
@@ -133,12 +139,17 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 				attempts = attempts[:0]
 			}
 		}
-		if len(attempts) > 0 {
-			if _, err := tx.ExecContext(ctx, attemptInsertSQL(len(attempts)/attemptColumns), attempts...); err != nil {
+		for len(attempts) > 0 {
+			q, n := attemptOneSQL, 1
+			if len(attempts) >= 10*attemptColumns {
+				q, n = attemptTenSQL, 10
+			}
+			if _, err := s.txExec(ctx, tx, q, attempts[:n*attemptColumns]...); err != nil {
 				return fmt.Errorf("record attempts: %w", err)
 			}
+			attempts = attempts[n*attemptColumns:]
 		}
-		finished, err := applyDeltas(ctx, tx, deltas, now)
+		finished, err := s.applyDeltas(ctx, tx, deltas, now)
 		res.Finished = finished
 		return err
 	})
@@ -148,8 +159,15 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 	return res, nil
 }
 
+// jobCountersSQL bumps a job's counters and reads what decides whether it
+// is finished; prepared at open (writeCachedSQL), as it runs in every commit.
+const jobCountersSQL = `UPDATE jobs SET pending_items = pending_items + ?, processing_items = processing_items + ?,
+		done_items = done_items + ?, error_items = error_items + ?, not_found_items = not_found_items + ?,
+		skipped_items = skipped_items + ?, attempts = attempts + ?, updated_at = ?
+	WHERE id = ? RETURNING pending_items, processing_items, queue_state, attempts, request_limit`
+
 // applyDeltas bumps job counters and finishes jobs that have nothing left.
-func applyDeltas(ctx context.Context, tx *sql.Tx, deltas map[int64]*jobDelta, now int64) ([]int64, error) {
+func (s *Store) applyDeltas(ctx context.Context, tx *sql.Tx, deltas map[int64]*jobDelta, now int64) ([]int64, error) {
 	ids := make([]int64, 0, len(deltas))
 	for id := range deltas {
 		ids = append(ids, id)
@@ -160,10 +178,7 @@ func applyDeltas(ctx context.Context, tx *sql.Tx, deltas map[int64]*jobDelta, no
 		c := deltas[id].counts
 		var pending, processing, requests, limit int64
 		var state string
-		err := tx.QueryRowContext(ctx, `UPDATE jobs SET pending_items = pending_items + ?, processing_items = processing_items + ?,
-				done_items = done_items + ?, error_items = error_items + ?, not_found_items = not_found_items + ?,
-				skipped_items = skipped_items + ?, attempts = attempts + ?, updated_at = ?
-			WHERE id = ? RETURNING pending_items, processing_items, queue_state, attempts, request_limit`,
+		err := s.txQueryRow(ctx, tx, jobCountersSQL,
 			c.Pending, c.Processing, c.Done, c.Error, c.NotFound, c.Skipped, deltas[id].requests, now, id).
 			Scan(&pending, &processing, &state, &requests, &limit)
 		if errors.Is(err, sql.ErrNoRows) {

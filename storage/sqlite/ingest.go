@@ -121,30 +121,10 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 		return nil
 	}
 	for i := range items {
-		it := &items[i]
-		st := it.Status
-		if st == "" {
-			st = engine.ItemPending
+		var err error
+		if args, err = itemRow(args, &items[i], &res); err != nil {
+			return res, err
 		}
-		if it.Seq <= res.lastSeq {
-			return res, engine.Errorf(engine.EINVALID, "new item seq %d: seqs must rise (last was %d)", it.Seq, res.lastSeq)
-		}
-		res.lastSeq = it.Seq
-		switch st {
-		case engine.ItemPending:
-			res.pending++
-		case engine.ItemSkipped:
-			res.skipped++
-		default:
-			return res, engine.Errorf(engine.EINVALID, "new item %d: status %s (want PENDING or SKIPPED)", it.Seq, st)
-		}
-		// A normalised row equal to its input (the headers were already
-		// canonical) is stored once: readers take COALESCE(normalized, input).
-		norm := nullJSON(it.Normalized)
-		if it.Input != nil && bytes.Equal(it.Input, it.Normalized) {
-			norm = nil
-		}
-		args = append(args, it.Seq, nullJSON(it.Input), norm, string(st), nullStr(it.LastError))
 		if len(args) == rowsPerInsert*itemInsertColumns {
 			if err := flush(rowsPerInsert); err != nil {
 				return res, err
@@ -160,38 +140,98 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 	return res, nil
 }
 
-// EnqueueJob creates a QUEUED job with its items in one transaction.
+// itemRow checks a new item against what res has seen (seqs rise; status
+// PENDING or SKIPPED), counts it in res and appends its own five values.
+func itemRow(args []any, it *engine.NewItem, res *inserted) ([]any, error) {
+	st := it.Status
+	if st == "" {
+		st = engine.ItemPending
+	}
+	if it.Seq <= res.lastSeq {
+		return args, engine.Errorf(engine.EINVALID, "new item seq %d: seqs must rise (last was %d)", it.Seq, res.lastSeq)
+	}
+	res.lastSeq = it.Seq
+	switch st {
+	case engine.ItemPending:
+		res.pending++
+	case engine.ItemSkipped:
+		res.skipped++
+	default:
+		return args, engine.Errorf(engine.EINVALID, "new item %d: status %s (want PENDING or SKIPPED)", it.Seq, st)
+	}
+	// A normalised row equal to its input (the headers were already
+	// canonical) is stored once: readers take COALESCE(normalized, input).
+	norm := nullJSON(it.Normalized)
+	if it.Input != nil && bytes.Equal(it.Input, it.Normalized) {
+		norm = nil
+	}
+	return append(args, it.Seq, nullJSON(it.Input), norm, string(st), nullStr(it.LastError)), nil
+}
+
+// insertOneItemSQL inserts the item of a one-item job (API calls, triggers,
+// the latency benchmark) with a statement prepared at open: the multi-row
+// form, with its constants as literals, would be parsed for each job.
+const insertOneItemSQL = `INSERT INTO job_items (job_id, user_id, pipeline, run_at, updated_at, seq, input_json, normalized_json, status, last_error)
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+
+// insertOneItem is insertItems for a single item.
+func (s *Store) insertOneItem(ctx context.Context, tx *sql.Tx, jobID int64, job *engine.CreateJobParams, it *engine.NewItem, now int64) (inserted, error) {
+	var res inserted
+	args, err := itemRow([]any{jobID, job.UserID, job.Pipeline, now, now}, it, &res)
+	if err != nil {
+		return res, err
+	}
+	r, err := tx.StmtContext(ctx, s.insertItem).ExecContext(ctx, args...)
+	if err != nil {
+		return res, fmt.Errorf("insert item of job %d: %w", jobID, err)
+	}
+	if res.firstID, err = r.LastInsertId(); err != nil {
+		return res, err
+	}
+	res.lastID = res.firstID
+	return res, nil
+}
+
+// EnqueueJob creates a QUEUED job with its items in one transaction. The
+// job is read back by the transaction's last statement, so that nothing is
+// left to do on the write connection once the commit is durable: an idle
+// worker's claim can take it at once.
 func (s *Store) EnqueueJob(ctx context.Context, p *engine.EnqueueJobParams) (*engine.Job, error) {
-	var id int64
+	var job *engine.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		var err error
-		id, err = s.enqueueJob(ctx, tx, p)
+		job, err = s.enqueueJob(ctx, tx, p)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("enqueue job: %w", err)
 	}
-	return s.writerJob(ctx, id)
+	return job, nil
 }
 
 // enqueueJob is EnqueueJob in the caller's transaction.
-func (s *Store) enqueueJob(ctx context.Context, tx *sql.Tx, p *engine.EnqueueJobParams) (int64, error) {
+func (s *Store) enqueueJob(ctx context.Context, tx *sql.Tx, p *engine.EnqueueJobParams) (*engine.Job, error) {
 	id, err := s.insertJobRow(ctx, tx, &p.Job)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	now := ms(p.Job.Now)
-	r, err := s.insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, 0, p.Items, now)
+	var r inserted
+	if len(p.Items) == 1 {
+		r, err = s.insertOneItem(ctx, tx, id, &p.Job, &p.Items[0], now)
+	} else {
+		r, err = s.insertItems(ctx, tx, id, p.Job.UserID, p.Job.Pipeline, 0, p.Items, now)
+	}
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	first := sql.NullInt64{Int64: r.firstID, Valid: r.firstID != 0}
-	_, err = tx.StmtContext(ctx, s.enqueueDone).ExecContext(ctx, r.pending, r.skipped, r.pending+r.skipped, first, r.lastID, r.lastSeq, r.pending, r.pending, now, id)
-	return id, err
+	return scanJob(tx.StmtContext(ctx, s.enqueueDone).QueryRowContext(ctx,
+		r.pending, r.skipped, r.pending+r.skipped, first, r.lastID, r.lastSeq, r.pending, r.pending, now, id))
 }
 
 const enqueueDoneSQL = `UPDATE jobs SET pending_items = ?, skipped_items = ?, total_items = ?,
 		first_item_id = ?, last_item_id = ?, last_seq = ?,
 		queue_state = CASE WHEN ? = 0 THEN 'DONE' ELSE 'QUEUED' END,
 		finished_at = CASE WHEN ? = 0 THEN ? ELSE NULL END
-	WHERE id = ?`
+	WHERE id = ? RETURNING ` + jobColumns

@@ -564,7 +564,7 @@ func (s *Store) ReprocessItems(ctx context.Context, p *engine.ReprocessParams) (
 		if total == 0 {
 			return nil
 		}
-		if _, err := applyDeltas(ctx, tx, map[int64]*jobDelta{p.JobID: d}, now); err != nil {
+		if _, err := s.applyDeltas(ctx, tx, map[int64]*jobDelta{p.JobID: d}, now); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `UPDATE jobs SET queue_state = CASE WHEN queue_state IN ('DONE', 'FAILED', 'CANCELED')

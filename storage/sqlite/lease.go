@@ -80,7 +80,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (in
 			d.requests++ // the lost attempt may well have made its request
 			moved++
 		}
-		_, err = applyDeltas(ctx, tx, deltas, now)
+		_, err = s.applyDeltas(ctx, tx, deltas, now)
 		return err
 	})
 	if err != nil {
@@ -119,7 +119,7 @@ func (s *Store) ReleaseItems(ctx context.Context, p *engine.ReleaseItemsParams) 
 			d.counts.Pending++
 			released++
 		}
-		_, err := applyDeltas(ctx, tx, deltas, now)
+		_, err := s.applyDeltas(ctx, tx, deltas, now)
 		return err
 	})
 	if err != nil {

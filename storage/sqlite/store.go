@@ -95,7 +95,7 @@ type Store struct {
 	// multi-row ones cost more to parse than to run.
 	attemptMany, completeOne, claim                 *sql.Stmt
 	handOffOne, claimStage0, claimLater, laterStage *sql.Stmt
-	insertJob, enqueueDone, jobByID                 *sql.Stmt
+	insertJob, enqueueDone, jobByID, insertItem     *sql.Stmt
 	claimJobs, claimTicket, claimJob                *sql.Stmt
 }
 
@@ -193,7 +193,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		{&s.attemptMany, attemptManySQL},
 		{&s.completeOne, completeItemSQL}, {&s.handOffOne, handOffItemSQL}, {&s.claim, claimItemsSQL},
 		{&s.claimStage0, claimStage0SQL}, {&s.claimLater, claimLaterSQL}, {&s.laterStage, laterStageSQL},
-		{&s.insertJob, insertJobSQL}, {&s.enqueueDone, enqueueDoneSQL},
+		{&s.insertJob, insertJobSQL}, {&s.enqueueDone, enqueueDoneSQL}, {&s.insertItem, insertOneItemSQL},
 		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimTicket, claimTicketSQL}, {&s.claimJob, claimJobSQL},
 	} {
 		st, err := s.w.PrepareContext(ctx, p.q)
@@ -235,7 +235,7 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	for _, st := range []*sql.Stmt{s.attemptMany, s.completeOne, s.handOffOne, s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID,
+	for _, st := range []*sql.Stmt{s.attemptMany, s.completeOne, s.handOffOne, s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID, s.insertItem,
 		s.claimJobs, s.claimTicket, s.claimJob} {
 		if st != nil {
 			st.Close()
