@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -100,4 +102,26 @@ func BenchmarkEnqueueOne(b *testing.B) {
 		})
 		require.NoError(b, err)
 	}
+}
+
+// BenchmarkItemMarks measures the position index of a job's items, every
+// 1,000th key of an index-only walk (SLUICE_BENCH_ROWS rows, 200,000 by
+// default; the grid's target job is 1,000,000). Reported per item.
+func BenchmarkItemMarks(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "b.db"), Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	rows := 200000
+	if v, err := strconv.Atoi(os.Getenv("SLUICE_BENCH_ROWS")); err == nil && v > 0 {
+		rows = v
+	}
+	job := fillJob(b, s, rows)
+	ctx := context.Background()
+	b.ResetTimer()
+	for b.Loop() {
+		m, err := s.ItemMarks(ctx, &engine.ItemMarksParams{JobID: job, Every: 1000})
+		require.NoError(b, err)
+		require.Equal(b, int64(rows), m.Total)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(rows), "ns/item")
 }
