@@ -65,6 +65,10 @@ export interface Item {
 export interface Page {
   items: Item[];
   next: string | null;
+  // at and total answer a page asked for by position: the row it starts
+  // at and the filter's row count (when the server knows it already).
+  at?: number;
+  total?: number;
 }
 
 export interface Attempt {
@@ -257,11 +261,14 @@ export async function login(name: string, password: string): Promise<Me> {
   return m;
 }
 
-export function itemsPath(jobId: number, statuses: readonly string[], pageSize: number, after: string | null): string {
+// itemsPath is a page of a job's items after a cursor, or (at) starting
+// at a row.
+export function itemsPath(jobId: number, statuses: readonly string[], pageSize: number, from: { after?: string | null; at?: number }): string {
   const q = new URLSearchParams();
   if (statuses.length) q.set("statuses", statuses.join(","));
   q.set("pageSize", String(pageSize));
-  if (after) q.set("after", after);
+  if (from.after) q.set("after", from.after);
+  if (from.at !== undefined) q.set("at", String(from.at));
   return `/api/jobs/${jobId}/items?${q}`;
 }
 
