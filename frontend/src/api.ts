@@ -213,6 +213,20 @@ export interface CallOptions {
 }
 
 // call sends one request and decodes the JSON answer (undefined for 204).
+// early holds answers asked for before they are needed: a cold load asks
+// for its page's first data beside /api/me, not after it. Each is used
+// once, by the first GET of the same path, or dropped after earlyFor ms.
+const early = new Map<string, Promise<Response>>();
+const earlyFor = 10_000;
+
+// prefetch asks for GET path now, for a call() soon.
+export function prefetch(path: string): void {
+  const res = fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+  res.catch(() => {}); // a failure is the later call's to report
+  early.set(path, res);
+  setTimeout(() => early.get(path) === res && early.delete(path), earlyFor);
+}
+
 export async function call<T>(method: string, path: string, opts: CallOptions = {}): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json" };
   let body: BodyInit | undefined;
@@ -225,8 +239,10 @@ export async function call<T>(method: string, path: string, opts: CallOptions = 
   }
   if (method !== "GET" && csrf) headers["X-CSRF-Token"] = csrf;
   let res: Response;
+  const pre = method === "GET" ? early.get(path) : undefined;
+  early.delete(path);
   try {
-    res = await fetch(path, { method, headers, body, signal: opts.signal, credentials: "same-origin" });
+    res = await (pre ?? fetch(path, { method, headers, body, signal: opts.signal, credentials: "same-origin" }));
   } catch (e) {
     if ((e as Error).name === "AbortError") throw e;
     throw new ApiError(0, "network", "the server did not answer (is sluice --serve running?)");

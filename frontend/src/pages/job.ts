@@ -61,9 +61,17 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     },
     `Items of job ${id}`,
   );
+  // The columns (which the server finds by reading the job's results,
+  // seconds for a million rows) are asked for once the first rows are
+  // shown: the grid starts with the fixed columns.
+  let colsAsked = false;
   pager.onChange = () => {
     grid.update();
     if (pager.error) note.error(pager.error);
+    if (!colsAsked) {
+      colsAsked = true;
+      void loadColumns();
+    }
   };
 
   // Header.
@@ -445,7 +453,8 @@ export function jobPage(id: number, q: URLSearchParams): Page {
       grid.update();
     })
     .catch((e) => note.error(e));
-  void loadColumns();
+  // The first rows are asked for beside the job, not after it.
+  pager.want(0, 60);
   schedulePoll(15_000);
   return {
     title: `Job ${id}`,
