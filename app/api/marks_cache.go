@@ -21,7 +21,8 @@ import (
 // items changes the job's counters, request count, state or updated_at,
 // except the lease renewals and completions of items in flight, so a job
 // with PROCESSING items counts as changed. Such a job (it is running, and
-// changes all the time) reuses an entry for marksFresh: its rows move under
+// changes all the time) reuses an entry for marksFresh, so that a grid
+// watching it costs one index build per 10 s at most: its rows move under
 // the grid anyway, and the grid reads the rows on screen again as they do.
 type marksCache struct {
 	mu       sync.Mutex
@@ -39,7 +40,7 @@ const (
 	// marksEvery is the distance between two marks: a page at row N skips
 	// at most marksEvery-1 rows after its mark.
 	marksEvery      = 250
-	marksFresh      = 2 * time.Second
+	marksFresh      = 10 * time.Second
 	marksCacheLimit = 16
 )
 
@@ -149,8 +150,17 @@ func (s *Server) pageAt(ctx context.Context, j *engine.Job, p *engine.ListItemsP
 	return page, m.Total, nil
 }
 
-// warmMarks builds the position index of a grid in the background when it
-// is not cached yet: the grid's first page needs none, its first jump does.
+// warmMarks builds the position index of a grid in the background when
+// there is none yet: the grid's first page needs none, its first jump does.
+// An index gone stale is rebuilt only when a jump needs it (a grid left at
+// the top of a running job reads its first page every few seconds).
 func (s *Server) warmMarks(ctx context.Context, j *engine.Job, sts []engine.ItemStatus) {
-	go func() { _, _ = s.marks(context.WithoutCancel(ctx), j, sts) }()
+	c := &s.markCache
+	key := marksKey(j, sts)
+	c.mu.Lock()
+	_, known := c.m[key]
+	c.mu.Unlock()
+	if !known {
+		go func() { _, _ = s.marks(context.WithoutCancel(ctx), j, sts) }()
+	}
 }
