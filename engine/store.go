@@ -109,6 +109,13 @@ type Store interface {
 	// PENDING item's updated_at is the moment it is due, so pending items
 	// list in the order they will be picked up.
 	ListItems(ctx context.Context, p *ListItemsParams) (*ItemPage, error)
+	// ItemMarks reads a job's items of p.Statuses (every status when empty)
+	// in ListItems' order, keys only, in one snapshot, and returns how many
+	// there are and the cursor that starts every p.Every-th row: a sparse
+	// position index, so that row N of the grid is one ListItems call away
+	// (After: Starts[N/Every], then N%Every rows to skip). A missing job is
+	// ErrNotFound; Every < 1 is EINVALID.
+	ItemMarks(ctx context.Context, p *ItemMarksParams) (*ItemMarks, error)
 	// ScanItems calls fn for every item of a job in one of p.Statuses
 	// (every item when empty), streaming, in ListItems' order: (updated_at,
 	// id). The scan reads one snapshot, so it visits exactly the items, in
@@ -407,6 +414,59 @@ type ListItemsParams struct {
 type ItemPage struct {
 	Items []*Item
 	Next  *Cursor
+}
+
+// ItemMarksParams are the arguments of Store.ItemMarks.
+type ItemMarksParams struct {
+	JobID int64
+	// Statuses filters; empty means every status.
+	Statuses []ItemStatus
+	// Every is the distance in rows between two marks.
+	Every int
+}
+
+// ItemMarks is a sparse position index of a job's filtered items.
+type ItemMarks struct {
+	// Total is the number of items the filter lists.
+	Total int64
+	// Every is the distance between two marks (the params' Every).
+	Every int
+	// Starts[k] is the ListItems After cursor whose page begins at row
+	// k*Every (row 0 is the first): nil for k = 0, else the key of row
+	// k*Every-1. There is one entry for every k with k*Every < Total (one,
+	// nil, when Total is 0).
+	Starts []*Cursor
+}
+
+// MarkCollector builds ItemMarks from the keys of a filter's rows, given
+// in ListItems' order (a store that walks every key uses it).
+type MarkCollector struct {
+	m ItemMarks
+}
+
+// NewMarkCollector starts marks every `every` rows (EINVALID below 1).
+func NewMarkCollector(every int) (*MarkCollector, error) {
+	if every < 1 {
+		return nil, FieldErrorf("every", "must be at least 1, not %d", every)
+	}
+	return &MarkCollector{m: ItemMarks{Every: every, Starts: []*Cursor{nil}}}, nil
+}
+
+// Add counts the next row, whose key is (updatedAt, id).
+func (c *MarkCollector) Add(updatedAt time.Time, id int64) {
+	c.m.Total++
+	if c.m.Total%int64(c.m.Every) == 0 {
+		c.m.Starts = append(c.m.Starts, &Cursor{UpdatedAt: updatedAt, ID: id})
+	}
+}
+
+// Marks returns the index; a last mark with no row after it is dropped.
+func (c *MarkCollector) Marks() *ItemMarks {
+	m := c.m
+	if n := int((m.Total + int64(m.Every) - 1) / int64(m.Every)); n >= 1 && len(m.Starts) > n {
+		m.Starts = m.Starts[:n]
+	}
+	return &m
 }
 
 // ScanItemsParams are the arguments of Store.ScanItems.

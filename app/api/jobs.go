@@ -227,10 +227,20 @@ func toItemOut(it *engine.Item, withInput bool) itemOut {
 type pageOut struct {
 	Items []itemOut `json:"items"`
 	Next  *string   `json:"next"`
+	// At and Total answer a page asked for by position (?at=): the row it
+	// starts at and the rows of the filter (Total when known).
+	At    *int64 `json:"at,omitempty"`
+	Total *int64 `json:"total,omitempty"`
 }
 
 // itemPage reads one keyset page for the items and pending endpoints.
 func (s *Server) itemPage(r *http.Request, p *engine.ListItemsParams) (*pageOut, error) {
+	return s.itemPageOf(r, nil, p)
+}
+
+// itemPageOf is itemPage; with job j, a page can also be asked for by
+// position (?at=N).
+func (s *Server) itemPageOf(r *http.Request, j *engine.Job, p *engine.ListItemsParams) (*pageOut, error) {
 	q := r.URL.Query()
 	var err error
 	if p.Statuses, err = statusesParam(r); err != nil {
@@ -244,15 +254,46 @@ func (s *Server) itemPage(r *http.Request, p *engine.ListItemsParams) (*pageOut,
 			return nil, engine.FieldErrorf("after", "%q is not a cursor a previous page gave", a)
 		}
 	}
+	var at, total *int64
+	if v := q.Get("at"); v != "" {
+		if j == nil {
+			return nil, engine.FieldErrorf("at", "a position is only known within one job's items")
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			return nil, engine.FieldErrorf("at", "%q is not a row number (0 or more)", v)
+		}
+		if p.After != nil {
+			return nil, engine.FieldErrorf("at", "asks for a position; after for a cursor: give one of them")
+		}
+		at = &n
+	}
 	withInput := q.Get("input") == "1" || q.Get("input") == "true"
 	// The summary needs the normalised input; the full input goes out only
 	// when asked for.
 	p.WithInput = true
-	page, err := s.store.ListItems(r.Context(), p)
+	var page *engine.ItemPage
+	switch {
+	case at != nil && *at > 0:
+		var n int64
+		page, n, err = s.pageAt(r.Context(), j, p, *at)
+		total = &n
+	case at != nil:
+		// Row 0 is the first keyset page: no index needed to show it, but
+		// the grid's first jump will need one.
+		page, err = s.store.ListItems(r.Context(), p)
+		if m := s.cachedMarks(j, p.Statuses); m != nil {
+			total = &m.Total
+		} else {
+			s.warmMarks(r.Context(), j, p.Statuses)
+		}
+	default:
+		page, err = s.store.ListItems(r.Context(), p)
+	}
 	if err != nil {
 		return nil, err
 	}
-	out := &pageOut{Items: make([]itemOut, 0, len(page.Items))}
+	out := &pageOut{Items: make([]itemOut, 0, len(page.Items)), At: at, Total: total}
 	for _, it := range page.Items {
 		out.Items = append(out.Items, toItemOut(it, withInput))
 	}
@@ -268,7 +309,7 @@ func (s *Server) jobItems(w http.ResponseWriter, r *http.Request, c *caller) err
 	if err != nil {
 		return err
 	}
-	page, err := s.itemPage(r, &engine.ListItemsParams{JobID: j.ID})
+	page, err := s.itemPageOf(r, j, &engine.ListItemsParams{JobID: j.ID})
 	if err != nil {
 		return err
 	}

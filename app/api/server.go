@@ -75,6 +75,8 @@ type Server struct {
 	series *statsRecorder
 	// colCache keeps grid columns between requests.
 	colCache columnsCache
+	// markCache keeps the grids' position indexes (?at=).
+	markCache marksCache
 	// touched remembers when a token's last use was last written, so a
 	// busy script does not write on every request.
 	touchMu sync.Mutex

@@ -150,6 +150,32 @@ test("the UI, end to end", { timeout: 8 * 60_000 }, async (t) => {
     assert.ok(inside, "the last row is inside the scroller");
   });
 
+  await step("10b a jump deep into the grid: one request, the rows of that position", async () => {
+    await page.evaluate(() => performance.clearResourceTimings());
+    // Where a dragged scrollbar lets go: 37% of the way down.
+    await page.evaluate(() => {
+      const g = document.querySelector(".grid-scroll");
+      g.scrollTop = (g.scrollHeight - g.clientHeight) * 0.37;
+    });
+    await until(`(() => { const rs = [...document.querySelectorAll(".grid-scroll .row:not([hidden])")];
+      return rs.length > 5 && rs.every((r) => r.dataset.seq) })()`, 40_000);
+    const shown = await page.evaluate(() =>
+      [...document.querySelectorAll(".grid-scroll .row:not([hidden])")].map((r) => ({ index: Number(r.dataset.index), seq: Number(r.dataset.seq), aria: Number(r.getAttribute("aria-rowindex")) })),
+    );
+    // The big job's rows were ingested in order and are all PENDING: row
+    // index i (0-based) is the item of seq i+1, and aria-rowindex counts
+    // the header row.
+    const want = Math.round((BIG - 1) * 0.37);
+    assert.ok(Math.abs(shown[0].index - want) < 40, `the first row on screen is near row ${want}: ${shown[0].index}`);
+    for (const r of shown) {
+      assert.equal(r.seq, r.index + 1, `row ${r.index} shows seq ${r.seq}`);
+      assert.equal(r.aria, r.index + 2);
+    }
+    const reqs = await page.evaluate(() => performance.getEntriesByType("resource").filter((e) => e.name.includes("/items?")).map((e) => e.name));
+    assert.ok(reqs.length <= 4, `a jump is a request or two by position, not a walk: ${reqs.length} requests`);
+    assert.ok(reqs.every((u) => /[?&]at=\d+/.test(u)), `pages by position: ${reqs.join(" ")}`);
+  });
+
   await step("11 the keyboard: Home goes back to row 1", async () => {
     await page.locator(".grid-scroll").focus();
     await page.keyboard.press("Home");

@@ -65,6 +65,10 @@ export interface Item {
 export interface Page {
   items: Item[];
   next: string | null;
+  // at and total answer a page asked for by position: the row it starts
+  // at and the filter's row count (when the server knows it already).
+  at?: number;
+  total?: number;
 }
 
 export interface Attempt {
@@ -209,6 +213,20 @@ export interface CallOptions {
 }
 
 // call sends one request and decodes the JSON answer (undefined for 204).
+// early holds answers asked for before they are needed: a cold load asks
+// for its page's first data beside /api/me, not after it. Each is used
+// once, by the first GET of the same path, or dropped after earlyFor ms.
+const early = new Map<string, Promise<Response>>();
+const earlyFor = 10_000;
+
+// prefetch asks for GET path now, for a call() soon.
+export function prefetch(path: string): void {
+  const res = fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
+  res.catch(() => {}); // a failure is the later call's to report
+  early.set(path, res);
+  setTimeout(() => early.get(path) === res && early.delete(path), earlyFor);
+}
+
 export async function call<T>(method: string, path: string, opts: CallOptions = {}): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json" };
   let body: BodyInit | undefined;
@@ -221,8 +239,10 @@ export async function call<T>(method: string, path: string, opts: CallOptions = 
   }
   if (method !== "GET" && csrf) headers["X-CSRF-Token"] = csrf;
   let res: Response;
+  const pre = method === "GET" ? early.get(path) : undefined;
+  early.delete(path);
   try {
-    res = await fetch(path, { method, headers, body, signal: opts.signal, credentials: "same-origin" });
+    res = await (pre ?? fetch(path, { method, headers, body, signal: opts.signal, credentials: "same-origin" }));
   } catch (e) {
     if ((e as Error).name === "AbortError") throw e;
     throw new ApiError(0, "network", "the server did not answer (is sluice --serve running?)");
@@ -257,11 +277,14 @@ export async function login(name: string, password: string): Promise<Me> {
   return m;
 }
 
-export function itemsPath(jobId: number, statuses: readonly string[], pageSize: number, after: string | null): string {
+// itemsPath is a page of a job's items after a cursor, or (at) starting
+// at a row.
+export function itemsPath(jobId: number, statuses: readonly string[], pageSize: number, from: { after?: string | null; at?: number }): string {
   const q = new URLSearchParams();
   if (statuses.length) q.set("statuses", statuses.join(","));
   q.set("pageSize", String(pageSize));
-  if (after) q.set("after", after);
+  if (from.after) q.set("after", from.after);
+  if (from.at !== undefined) q.set("at", String(from.at));
   return `/api/jobs/${jobId}/items?${q}`;
 }
 

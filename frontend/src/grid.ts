@@ -228,9 +228,7 @@ export class Grid {
     const n = vis.last - vis.first + 1;
     this.src.want(vis.first - 50, vis.last + 50);
     while (this.pool.length < n) {
-      const r = h("div", { class: "row", role: "row" });
-      r.style.gridTemplateColumns = this.template;
-      r.addEventListener("click", (e) => this.click(r, e));
+      const r = this.newRow();
       this.pool.push(r);
       this.layer.appendChild(r);
     }
@@ -250,6 +248,17 @@ export class Grid {
     else this.scroller.removeAttribute("aria-activedescendant");
   }
 
+  // newRow makes a pooled row with its cells, which fill only rewrites:
+  // scrolling changes text and classes, never the row's structure.
+  private newRow(): HTMLElement {
+    const box = h("input", { type: "checkbox", tabindex: -1 });
+    const cells = [h("div", { class: "cell sel", role: "gridcell" }, box), ...this.cols.map(() => h("div", { class: "cell", role: "gridcell" }))];
+    const r = h("div", { class: "row", role: "row" }, ...cells);
+    r.style.gridTemplateColumns = this.template;
+    r.addEventListener("click", (e) => this.click(r, e));
+    return r;
+  }
+
   private fill(r: HTMLElement, i: number): void {
     const it = this.src.row(i);
     const sel = it ? this.on.isSelected(it) : false;
@@ -263,27 +272,25 @@ export class Grid {
     r.classList.toggle("active", i === this.active);
     r.classList.toggle("odd", i % 2 === 1);
     r.classList.toggle("loading", !it);
+    const cells = r.children;
+    const box = cells[0].firstElementChild as HTMLInputElement;
+    box.hidden = !it;
     if (!it) {
-      replace(r, h("div", { class: "cell sel" }), h("div", { class: "cell muted", role: "gridcell" }, "…"));
+      for (let c = 1; c < cells.length; c++) setCell(cells[c] as HTMLElement, "cell muted", c === 1 ? "…" : "");
       r.removeAttribute("data-seq");
+      r.removeAttribute("data-status");
       return;
     }
     r.dataset.seq = String(it.seq);
     r.dataset.status = it.status;
-    const box = h("input", {
-      type: "checkbox",
-      checked: sel,
-      tabindex: -1,
-      "aria-label": `Select row ${it.seq}`,
-    });
-    const cells: HTMLElement[] = [h("div", { class: "cell sel", role: "gridcell" }, box)];
-    for (const c of this.cols) {
-      const t = cellOf(it, c.key);
-      const cls =
-        c.key === "status" ? `cell status s-${it.status}` : c.key === "error" && t ? "cell err" : c.key === INPUT_KEY ? "cell input" : "cell";
-      cells.push(h("div", { class: cls, role: "gridcell", title: t.length > 20 ? t : null }, t));
+    box.checked = sel;
+    box.setAttribute("aria-label", `Select row ${it.seq}`);
+    for (let c = 0; c < this.cols.length; c++) {
+      const k = this.cols[c].key;
+      const t = cellOf(it, k);
+      const cls = k === "status" ? `cell status s-${it.status}` : k === "error" && t ? "cell err" : k === INPUT_KEY ? "cell input" : "cell";
+      setCell(cells[c + 1] as HTMLElement, cls, t);
     }
-    replace(r, ...cells);
   }
 
   private click(r: HTMLElement, e: MouseEvent): void {
@@ -336,5 +343,17 @@ export class Grid {
     }
     e.preventDefault();
     this.scrollToRow(to);
+  }
+}
+
+// setCell writes a cell only where it changed (a write costs style work
+// even when the value is the same).
+function setCell(el: HTMLElement, cls: string, text: string): void {
+  if (el.className !== cls) el.className = cls;
+  if (el.textContent !== text) el.textContent = text;
+  const title = text.length > 20 ? text : "";
+  if ((el.getAttribute("title") ?? "") !== title) {
+    if (title) el.setAttribute("title", title);
+    else el.removeAttribute("title");
   }
 }

@@ -157,4 +157,9 @@ setRoutes(
   ],
   render,
 );
+// A cold load asks for its page's data beside /api/me (signed out, the
+// answer is a 401 nobody reads).
+const jobMatch = /^\/jobs\/(\d+)$/.exec(location.pathname);
+if (location.pathname === "/") api.prefetch("/api/jobs?pageSize=100");
+else if (jobMatch) api.prefetch(`/api/jobs/${jobMatch[1]}`);
 void show();

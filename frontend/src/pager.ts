@@ -1,46 +1,39 @@
-// Pager turns the API's keyset pages into random access by row index for
-// the virtual grid. GET /api/jobs/{id}/items answers one page after an
-// opaque cursor and gives the cursor of the next, so row N can be reached
-// only through the pages before it: the pager remembers the cursor at the
-// start of every block of blockSize rows it has passed, keeps the rows of
-// the most recently used blocks (an LRU of maxBlocks), and, to reach a
-// block whose cursor it does not know yet, walks the pages from the
-// nearest known cursor (keeping only their cursors and, within the LRU,
-// their rows). Scrolling back is then one request per block, and a block
-// already passed never needs a walk again.
+// Pager turns the API's pages into random access by row index for the
+// virtual grid. GET /api/jobs/{id}/items?at=N answers the page that starts
+// at row N of the filtered order (the server keeps a position index), so
+// any block of blockSize rows is one request away, at any depth: the pager
+// asks for the blocks on screen (and a margin) and nothing else, keeps the
+// most recently used blocks (an LRU of maxBlocks), runs at most maxFlight
+// requests at once, and aborts a request whose block has left the screen
+// before it was answered (a scrollbar dragged through a million rows asks
+// for blocks faster than any server answers them; only the last position
+// matters).
 
 import type { Item, Page } from "./api";
 
-export type FetchPage = (after: string | null, pageSize: number, signal: AbortSignal) => Promise<Page>;
-
-export interface WalkProgress {
-  // at is the block being fetched; target is the block wanted.
-  at: number;
-  target: number;
-}
+// FetchAt reads the page of pageSize rows that starts at row at.
+export type FetchAt = (at: number, pageSize: number, signal: AbortSignal) => Promise<Page>;
 
 export class Pager {
-  // cursors[k] is the cursor that starts block k (null for block 0);
-  // undefined when not known yet.
-  private cursors: (string | null | undefined)[] = [null];
   private blocks = new Map<number, Item[]>();
   // stale blocks are shown until they are read again (refresh).
   private stale = new Set<number>();
-  // lastBlock is the index of the final block once a page said "no next".
+  // total is the filter's row count as the server last said (null: not yet).
+  private total: number | null = null;
+  // lastBlock is the index of the final block once a short page was read.
   private lastBlock: number | null = null;
   private wanted: number[] = [];
-  private running = false;
-  private ctrl = new AbortController();
+  private inFlight = new Map<number, AbortController>();
   private gen = 0;
 
-  walk: WalkProgress | null = null;
   error: Error | null = null;
   onChange: () => void = () => {};
 
   constructor(
-    private readonly fetchPage: FetchPage,
+    private readonly fetchAt: FetchAt,
     readonly blockSize = 1000,
     readonly maxBlocks = 24,
+    readonly maxFlight = 2,
   ) {}
 
   // row returns the item at index i when its block is loaded.
@@ -49,36 +42,46 @@ export class Pager {
     return b?.[i % this.blockSize];
   }
 
-  // knownRows is the number of rows once the end has been reached, else null.
+  // knownRows is the number of rows as the server last counted them, else
+  // null.
   knownRows(): number | null {
+    if (this.total !== null) return this.total;
     if (this.lastBlock === null) return null;
     const b = this.blocks.get(this.lastBlock);
     return b ? this.lastBlock * this.blockSize + b.length : null;
   }
 
-  // furthestCursor is the highest block whose start is known.
-  furthestCursor(): number {
-    return this.cursors.length - 1;
+  // pending is the number of requests in flight.
+  pending(): number {
+    return this.inFlight.size;
   }
 
-  // want asks for rows first..last (inclusive) and loads what is missing.
+  // want asks for rows first..last (inclusive) and loads what is missing;
+  // requests for blocks no longer wanted are aborted.
   want(first: number, last: number): void {
-    if (last < first) {
-      this.wanted = [];
-      return;
-    }
-    const a = Math.floor(Math.max(0, first) / this.blockSize);
-    const b = Math.floor(Math.max(0, last) / this.blockSize);
     const w: number[] = [];
-    for (let k = a; k <= b; k++) w.push(k);
+    if (last >= first) {
+      const a = Math.floor(Math.max(0, first) / this.blockSize);
+      const b = Math.floor(Math.max(0, last) / this.blockSize);
+      // The blocks nearest the middle of the range (on screen) first.
+      const mid = Math.floor((Math.max(0, first) + Math.max(0, last)) / 2 / this.blockSize);
+      for (let k = a; k <= b; k++) w.push(k);
+      w.sort((x, y) => Math.abs(x - mid) - Math.abs(y - mid));
+    }
     this.wanted = w;
     this.error = null;
-    void this.pump();
+    for (const [k, ctrl] of this.inFlight) {
+      if (!w.includes(k)) {
+        ctrl.abort();
+        this.inFlight.delete(k);
+      }
+    }
+    this.pump();
   }
 
-  // refresh reads the rows on screen again and forgets the others, keeping
-  // the cursors (used while a job runs and rows move). The old rows stay on
-  // screen until the new ones arrive, so nothing flickers.
+  // refresh reads the rows on screen again and forgets the others (used
+  // while a job runs and rows move). The old rows stay on screen until the
+  // new ones arrive, so nothing flickers.
   refresh(): void {
     this.gen++;
     for (const k of [...this.blocks.keys()]) {
@@ -94,39 +97,63 @@ export class Pager {
     this.gen++;
     this.blocks.clear();
     this.stale.clear();
-    this.cursors = [null];
+    this.total = null;
     this.lastBlock = null;
-    this.walk = null;
     this.restart();
   }
 
-  // close stops any request in flight.
+  // close stops every request in flight.
   close(): void {
     this.gen++;
     this.wanted = [];
-    this.ctrl.abort();
+    this.abortAll();
+  }
+
+  private abortAll(): void {
+    for (const ctrl of this.inFlight.values()) ctrl.abort();
+    this.inFlight.clear();
   }
 
   private restart(): void {
-    this.ctrl.abort();
-    this.ctrl = new AbortController();
-    this.running = false;
-    if (this.wanted.length) void this.pump();
+    this.abortAll();
+    this.pump();
   }
 
-  // next picks the block to fetch now: the first wanted block not loaded,
-  // or the block to walk through on the way to it.
-  private next(): { fetch: number; target: number } | null {
+  // pump starts requests for wanted blocks not loaded (or stale), nearest
+  // the screen first, up to maxFlight at once.
+  private pump(): void {
     for (const k of this.wanted) {
+      if (this.inFlight.size >= this.maxFlight) return;
+      if (this.inFlight.has(k)) continue;
       if (this.blocks.has(k) && !this.stale.has(k)) {
         this.touch(k);
         continue;
       }
       if (this.lastBlock !== null && k > this.lastBlock) continue;
-      if (this.cursors[k] !== undefined) return { fetch: k, target: k };
-      return { fetch: this.furthestCursor(), target: k };
+      const known = this.knownRows();
+      if (known !== null && k * this.blockSize >= known && k > 0) continue;
+      void this.load(k);
     }
-    return null;
+  }
+
+  private async load(k: number): Promise<void> {
+    const ctrl = new AbortController();
+    this.inFlight.set(k, ctrl);
+    const gen = this.gen;
+    try {
+      const page = await this.fetchAt(k * this.blockSize, this.blockSize, ctrl.signal);
+      if (gen !== this.gen || ctrl.signal.aborted) return;
+      this.inFlight.delete(k);
+      this.store(k, page);
+      this.onChange();
+    } catch (e) {
+      if (gen !== this.gen || ctrl.signal.aborted || (e as Error).name === "AbortError") return;
+      this.inFlight.delete(k);
+      this.error = e as Error;
+      this.onChange();
+      return;
+    }
+    this.pump();
   }
 
   private touch(k: number): void {
@@ -137,43 +164,13 @@ export class Pager {
     }
   }
 
-  private async pump(): Promise<void> {
-    if (this.running) return;
-    this.running = true;
-    const gen = this.gen;
-    const signal = this.ctrl.signal;
-    try {
-      for (;;) {
-        const step = this.next();
-        if (!step) break;
-        this.walk = step.fetch === step.target ? null : { at: step.fetch, target: step.target };
-        const page = await this.fetchPage(this.cursors[step.fetch] ?? null, this.blockSize, signal);
-        if (gen !== this.gen) return;
-        this.store(step.fetch, page);
-        this.onChange();
-      }
-      this.walk = null;
-    } catch (e) {
-      if (gen !== this.gen || (e as Error).name === "AbortError") return;
-      this.error = e as Error;
-      this.walk = null;
-      this.onChange();
-    } finally {
-      if (gen === this.gen) this.running = false;
-    }
-  }
-
   private store(k: number, page: Page): void {
     this.stale.delete(k);
     this.blocks.delete(k);
     this.blocks.set(k, page.items);
-    if (page.next && page.items.length === this.blockSize) {
-      if (this.cursors.length === k + 1) this.cursors.push(page.next);
-      else this.cursors[k + 1] = page.next;
-    } else {
-      this.lastBlock = k;
-      this.cursors.length = k + 1;
-    }
+    if (typeof page.total === "number") this.total = page.total;
+    if (!page.next || page.items.length < this.blockSize) this.lastBlock = k;
+    else if (this.lastBlock !== null && this.lastBlock <= k) this.lastBlock = null;
     while (this.blocks.size > this.maxBlocks) {
       const oldest = this.blocks.keys().next().value as number;
       if (this.wanted.includes(oldest)) {

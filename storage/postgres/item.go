@@ -187,12 +187,7 @@ func (s *Store) ScanItems(ctx context.Context, p *engine.ScanItemsParams, fn fun
 	}
 	var fnErr error
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
-		var one int
-		err := tx.QueryRow(ctx, `SELECT 1 FROM jobs WHERE id = $1`, p.JobID).Scan(&one)
-		if noRows(err) {
-			return notFound("job", p.JobID)
-		}
-		if err != nil {
+		if err := jobExists(ctx, tx, p.JobID); err != nil {
 			return err
 		}
 		q := selectItems(p.WithInput)
@@ -328,3 +323,14 @@ func (s *Store) ListAttempts(ctx context.Context, itemID int64) ([]*engine.Attem
 }
 
 func durationUS(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
+
+// jobExists is ErrNotFound for a missing job; as a transaction's first
+// read, it fixes the snapshot of a repeatable-read transaction.
+func jobExists(ctx context.Context, tx pgx.Tx, id int64) error {
+	var one int
+	err := tx.QueryRow(ctx, `SELECT 1 FROM jobs WHERE id = $1`, id).Scan(&one)
+	if noRows(err) {
+		return notFound("job", id)
+	}
+	return err
+}

@@ -360,6 +360,12 @@ const gridColumns = `SELECT id, seq, attempts, last_error, CAST(result_json AS B
 // (database/sql's Conn.Raw), which saves database/sql's conversion of every
 // value of every row, about a fifth of the scan's time.
 func (s *Store) scanGrid(ctx context.Context, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
+	return s.rawReadTx(ctx, func(q driver.QueryerContext) error { return scanGridTx(ctx, q, p, fn) })
+}
+
+// rawReadTx runs fn in a read transaction on a pooled connection's driver
+// connection (database/sql's Conn.Raw), for scans of many rows.
+func (s *Store) rawReadTx(ctx context.Context, fn func(q driver.QueryerContext) error) error {
 	conn, err := s.r.Conn(ctx)
 	if err != nil {
 		return err
@@ -375,7 +381,7 @@ func (s *Store) scanGrid(ctx context.Context, p *engine.ScanItemsParams, fn func
 		if err != nil {
 			return err
 		}
-		err = scanGridTx(ctx, query, p, fn)
+		err = fn(query)
 		if rerr := tx.Rollback(); rerr != nil {
 			// A connection left inside a transaction must not go back to
 			// the pool.
@@ -385,19 +391,24 @@ func (s *Store) scanGrid(ctx context.Context, p *engine.ScanItemsParams, fn func
 	})
 }
 
-// scanGridTx runs scanGrid's queries inside its read transaction.
-func scanGridTx(ctx context.Context, q driver.QueryerContext, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
-	// The first read fixes the snapshot every range below reads.
-	rows, err := q.QueryContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, []driver.NamedValue{{Ordinal: 1, Value: p.JobID}})
+// rawJobExists is ErrNotFound for a missing job; as a transaction's first
+// read, it fixes the snapshot every later read of it sees.
+func rawJobExists(ctx context.Context, q driver.QueryerContext, id int64) error {
+	rows, err := q.QueryContext(ctx, `SELECT 1 FROM jobs WHERE id = ?`, []driver.NamedValue{{Ordinal: 1, Value: id}})
 	if err != nil {
 		return err
 	}
 	err = rows.Next(make([]driver.Value, 1))
 	rows.Close()
 	if err == io.EOF {
-		return notFound("job", p.JobID)
+		return notFound("job", id)
 	}
-	if err != nil {
+	return err
+}
+
+// scanGridTx runs scanGrid's queries inside its read transaction.
+func scanGridTx(ctx context.Context, q driver.QueryerContext, p *engine.ScanItemsParams, fn func(*engine.Item) error) error {
+	if err := rawJobExists(ctx, q, p.JobID); err != nil {
 		return err
 	}
 	// Which statuses have items (one index probe each)?

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"leases", leaseTests},
 		{"items", itemTests},
 		{"scan", scanTests},
+		{"marks", markTests},
 		{"reprocess", reprocessTests},
 		{"delete", deleteTests},
 		{"cap", capTests},

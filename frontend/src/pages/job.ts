@@ -10,7 +10,10 @@ import { go } from "../router";
 import { Pager } from "../pager";
 import { jsonBlock, link, message, notice, progress, progressText, stateChip, type Page } from "../ui";
 
-const BLOCK = 1000;
+// BLOCK is the rows of one request: a screenful and its margins is one or
+// two of them, and a multiple of the server's mark spacing (250), so a
+// page by position starts right at a mark.
+const BLOCK = 250;
 
 export function jobPage(id: number, q: URLSearchParams): Page {
   let job: api.Job | null = null;
@@ -34,7 +37,7 @@ export function jobPage(id: number, q: URLSearchParams): Page {
   const selected = new Set<number>();
   let allMatching = false;
 
-  const pager = new Pager((after, size, signal) => api.get<api.Page>(api.itemsPath(id, statuses, size, after), signal), BLOCK);
+  const pager = new Pager((at, size, signal) => api.get<api.Page>(api.itemsPath(id, statuses, size, { at }), signal), BLOCK, 40);
   const rowCount = () => {
     if (!job) return 0;
     const known = pager.knownRows();
@@ -58,13 +61,17 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     },
     `Items of job ${id}`,
   );
-  const walkNote = h("p", { class: "small muted walk", "aria-live": "polite" });
+  // The columns (which the server finds by reading the job's results,
+  // seconds for a million rows) are asked for once the first rows are
+  // shown: the grid starts with the fixed columns.
+  let colsAsked = false;
   pager.onChange = () => {
     grid.update();
     if (pager.error) note.error(pager.error);
-    walkNote.textContent = pager.walk
-      ? `Reading pages to reach rows ${fmt.int(pager.walk.target * BLOCK + 1)}… (page ${fmt.int(pager.walk.at + 1)} of ${fmt.int(pager.walk.target + 1)})`
-      : "";
+    if (!colsAsked) {
+      colsAsked = true;
+      void loadColumns();
+    }
   };
 
   // Header.
@@ -428,7 +435,6 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     note.el,
     facets,
     selBar,
-    walkNote,
     grid.el,
     drawer,
   );
@@ -447,7 +453,8 @@ export function jobPage(id: number, q: URLSearchParams): Page {
       grid.update();
     })
     .catch((e) => note.error(e));
-  void loadColumns();
+  // The first rows are asked for beside the job, not after it.
+  pager.want(0, 60);
   schedulePoll(15_000);
   return {
     title: `Job ${id}`,
