@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"syscall"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
