@@ -26,10 +26,7 @@ const rowsPerInsert = 100
 // normalised form equal to its input), binds seq and input alone and writes
 // the rest as literals. A chunk of rowsPerInsert rows uses the lean shape
 // when all its rows fit it.
-const (
-	fullRowArgs = 5
-	leanRowArgs = 2
-)
+const fullRowArgs = 5
 
 // itemInsertSQL returns an INSERT of n rows of one shape (lean or full)
 // for one batch's constants.
