@@ -341,7 +341,10 @@ func openRows(req IngestRequest, log *slog.Logger) (rowSource, error) {
 		log.Debug("reading xlsx", "sheet", req.Sheet, "columns", len(x.Header()))
 		return x, nil
 	}
-	r, err := tabular.NewCSVReader(in, req.CSV)
+	// Each row is encoded into JSON before the next is read.
+	opts := req.CSV
+	opts.ReuseRecord = true
+	r, err := tabular.NewCSVReader(in, opts)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package export
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"strings"
@@ -31,7 +32,7 @@ import (
 // error status. A failed write to w returns the error, with the number of
 // rows encoded before it; what w received is then incomplete.
 func WriteCSV(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus, w io.Writer) (int64, error) {
-	t, err := buildTable(ctx, s, jobID, statuses, appendCSV)
+	t, err := buildTable(ctx, s, jobID, statuses, appendCSVLine, true)
 	if err != nil {
 		return 0, err
 	}
@@ -69,6 +70,12 @@ func appendCSV(dst []byte, cells []string) []byte {
 	return dst
 }
 
+// appendCSVLine is appendCSV with the line end: the record as the file
+// holds it.
+func appendCSVLine(dst []byte, cells []string) []byte {
+	return append(appendCSV(dst, cells), '\n')
+}
+
 // csvNeedsQuotes reports whether appendCSV quotes c.
 func csvNeedsQuotes(c string) bool {
 	if c == "" {
@@ -83,40 +90,81 @@ func csvNeedsQuotes(c string) bool {
 
 // writeCSV writes the header and the spooled rows to w, each row completed
 // with empty cells for the columns that appeared after it was read.
+//
+// The spool holds the CSV lines themselves. The rows read once every
+// column was known (usually all of them) are copied as they are, with
+// io.Copy, which lets the kernel copy from the spool's file when w is a
+// file or a socket (through a bufio.Writer too, once it is flushed). Only
+// the rows of earlier segments are read one by one to be completed. A
+// failed write returns the rows of the segments written before it.
 func (t *table) writeCSV(w io.Writer) (int64, error) {
-	bw := bufio.NewWriterSize(w, 256<<10)
+	bw := bufio.NewWriterSize(w, 64<<10)
 	labels := make([]string, len(t.cols))
 	for i, c := range t.cols {
 		labels[i] = Neutralize(c.Label)
 	}
-	if _, err := bw.Write(appendCSV(nil, labels)); err != nil {
+	if _, err := bw.Write(appendCSVLine(nil, labels)); err != nil {
 		return 0, err
 	}
-	if err := bw.WriteByte('\n'); err != nil {
-		return 0, err
-	}
-	r, err := t.spool.reader()
+	src, err := t.spool.rawReader()
 	if err != nil {
 		return 0, err
 	}
 	var n int64
-	for ; n < t.rows; n++ {
-		cells, rec, err := r.next()
-		if err != nil {
-			if err == io.EOF {
+	var rec []byte
+	for _, seg := range t.segs {
+		part := io.LimitReader(src, seg.bytes)
+		if seg.cells == len(t.cols) {
+			if err := bw.Flush(); err != nil {
+				return n, err
+			}
+			copied, err := io.Copy(w, part)
+			if err == nil && copied != seg.bytes {
 				err = errSpoolCorrupt
 			}
-			return n, err
+			if err != nil {
+				return n, err
+			}
+			n += seg.rows
+			continue
 		}
-		if _, err := bw.Write(rec); err != nil {
-			return n, err
+		// Each bufio.Reader stays within its segment (the LimitReader),
+		// so src is at the next segment's start afterwards.
+		br := bufio.NewReaderSize(part, 64<<10)
+		for range seg.rows {
+			if rec, err = readCSVLine(br, rec[:0]); err != nil {
+				return n, err
+			}
+			bw.Write(rec[:len(rec)-1])
+			for range len(t.cols) - seg.cells {
+				bw.WriteByte(',')
+			}
+			if err := bw.WriteByte('\n'); err != nil {
+				return n, err
+			}
 		}
-		for range len(t.cols) - cells {
-			bw.WriteByte(',')
-		}
-		if err := bw.WriteByte('\n'); err != nil {
-			return n, err
-		}
+		n += seg.rows
 	}
 	return n, bw.Flush()
+}
+
+// readCSVLine appends to dst the next record that appendCSVLine made, line
+// end included. A line end inside a quoted field is not the record's: the
+// record ends at the first line end after an even number of quotes, since
+// appendCSV writes quotes only in pairs (the field's two, and each quote
+// inside doubled).
+func readCSVLine(r *bufio.Reader, dst []byte) ([]byte, error) {
+	quotes := 0
+	for {
+		part, err := r.ReadSlice('\n')
+		dst = append(dst, part...)
+		quotes += bytes.Count(part, []byte{'"'})
+		switch {
+		case err == bufio.ErrBufferFull:
+		case err != nil:
+			return nil, errSpoolCorrupt
+		case quotes%2 == 0:
+			return dst, nil
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/csv"
@@ -187,19 +188,57 @@ func TestWriteCSVLargeJob(t *testing.T) {
 	s := &fakeStore{}
 	for i := 1; i <= n; i++ {
 		r := fmt.Sprintf(`{"name":"item %d %s","n":%d`, i, strings.Repeat("x", 200), i)
+		switch i % 1000 {
+		case 1: // a field over lines, quotes, and a line longer than the reader's buffer
+			r += fmt.Sprintf(`,"note":"say \"hi\"\nto %d\n\"\"","long":"%s"`, i, strings.Repeat("\\\"y,\\n", 20000))
+		}
 		if i%10000 == 0 {
 			r += fmt.Sprintf(`,"late%d":"=%d"`, i, i)
 		}
 		s.items = append(s.items, item(int64(i), engine.ItemDone, r+"}"))
 	}
 	want := expectedTable(t, s, nil)
-	require.Len(t, want[0], 4+2+4, "four columns appear late")
+	require.Len(t, want[0], 4+4+4, "six columns appear late")
 	var buf bytes.Buffer
 	rows, err := WriteCSV(context.Background(), s, testJob, nil, &buf)
 	require.NoError(t, err)
 	require.Equal(t, int64(n), rows)
 	require.Greater(t, buf.Len(), spoolMemory, "the rows went through a file")
 	requireSameRows(t, want, readCSV(t, buf.String()), "CSV")
+
+	// To a file, the complete rows are copied from the spool's file by
+	// the kernel (copy_file_range), through a bufio.Writer as the CLI
+	// writes: the same bytes.
+	f, err := os.CreateTemp(t.TempDir(), "export-*.csv")
+	require.NoError(t, err)
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 256<<10)
+	rows, err = WriteCSV(context.Background(), s, testJob, nil, bw)
+	require.NoError(t, err)
+	require.NoError(t, bw.Flush())
+	require.Equal(t, int64(n), rows)
+	got, err := os.ReadFile(f.Name())
+	require.NoError(t, err)
+	require.Equal(t, buf.String(), string(got))
+}
+
+func TestReadCSVLine(t *testing.T) {
+	t.Parallel()
+	records := [][]string{{"a", "b"}, {"x\ny", `say "hi"`}, {`"`, "\n", ""}, {strings.Repeat("\"\n,", 30000)}, {"last"}}
+	var text []byte
+	for _, r := range records {
+		text = appendCSVLine(text, r)
+	}
+	br := bufio.NewReaderSize(bytes.NewReader(text), 16)
+	var rec []byte
+	for _, want := range records {
+		var err error
+		rec, err = readCSVLine(br, rec[:0])
+		require.NoError(t, err)
+		require.Equal(t, string(appendCSVLine(nil, want)), string(rec))
+	}
+	_, err := readCSVLine(br, nil)
+	require.ErrorIs(t, err, errSpoolCorrupt, "no record past the end")
 }
 
 // TestAppendCSVMatchesEncodingCSV: records are byte for byte what

@@ -137,7 +137,7 @@ func TestWriteXLSXReadByOpenpyxl(t *testing.T) {
 
 	s = &fakeStore{items: manyItems(5)}
 	want = expectedTable(t, s, nil)
-	tab, err := buildTable(context.Background(), s, testJob, nil, encodeCells)
+	tab, err := buildTable(context.Background(), s, testJob, nil, encodeCells, false)
 	require.NoError(t, err)
 	defer tab.spool.close()
 	buf.Reset()

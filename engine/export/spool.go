@@ -18,10 +18,12 @@ const spoolMemory = 8 << 20
 // the header (the columns) is known only after the last row: in memory
 // while small, then in a temporary file in os.TempDir, removed by close.
 // Each record is the row's number of cells, the length of its payload and
-// the payload, the first two as uvarints.
+// the payload, the first two as uvarints; in a raw spool it is the payload
+// alone.
 type spool struct {
 	// limit is the most bytes kept in memory (0: spoolMemory).
 	limit int
+	raw   bool
 	mem   []byte
 	file  *os.File
 	w     *bufio.Writer
@@ -30,8 +32,11 @@ type spool struct {
 
 // put appends one record.
 func (s *spool) put(cells int, payload []byte) error {
-	n := binary.PutUvarint(s.hdr[:], uint64(cells))
-	n += binary.PutUvarint(s.hdr[n:], uint64(len(payload)))
+	var n int
+	if !s.raw {
+		n = binary.PutUvarint(s.hdr[:], uint64(cells))
+		n += binary.PutUvarint(s.hdr[n:], uint64(len(payload)))
+	}
 	if s.w != nil {
 		if _, err := s.w.Write(s.hdr[:n]); err != nil {
 			return err
@@ -61,8 +66,23 @@ func (s *spool) put(cells int, payload []byte) error {
 
 // reader returns a reader of every record put so far, from the first.
 func (s *spool) reader() (*spoolReader, error) {
+	src, err := s.rawReader()
+	if err != nil {
+		return nil, err
+	}
+	size := 64 << 10
+	if s.file != nil {
+		size = 256 << 10
+	}
+	return &spoolReader{r: bufio.NewReaderSize(src, size)}, nil
+}
+
+// rawReader returns the spool's bytes from the first: the memory, or the
+// temporary file itself (so that io.Copy from it to a file or a socket can
+// let the kernel copy).
+func (s *spool) rawReader() (io.Reader, error) {
 	if s.file == nil {
-		return &spoolReader{r: bufio.NewReaderSize(bytes.NewReader(s.mem), 64<<10)}, nil
+		return bytes.NewReader(s.mem), nil
 	}
 	if err := s.w.Flush(); err != nil {
 		return nil, fmt.Errorf("export: spool: %w", err)
@@ -70,7 +90,7 @@ func (s *spool) reader() (*spoolReader, error) {
 	if _, err := s.file.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("export: spool: %w", err)
 	}
-	return &spoolReader{r: bufio.NewReaderSize(s.file, 256<<10)}, nil
+	return s.file, nil
 }
 
 // close releases the spool and removes its file.

@@ -17,6 +17,9 @@ type table struct {
 	cols  []Column
 	rows  int64
 	spool *spool
+	// segs are the runs of consecutive rows with the same number of cells,
+	// in order (a raw spool's only framing: see writeCSV).
+	segs []segment
 	// maxRowXML bounds the XML of the largest row in an XLSX sheet (see
 	// cellBytes).
 	maxRowXML int64
@@ -25,17 +28,29 @@ type table struct {
 // rowEncoder appends one row's record to dst; cells are already neutralised.
 type rowEncoder func(dst []byte, cells []string) []byte
 
+// segment is a run of consecutive spooled rows that have the same number
+// of cells, and the bytes of their records.
+type segment struct {
+	cells int
+	rows  int64
+	bytes int64
+}
+
 // buildTable reads a job's items in one of statuses once, in the grid's
 // order, finding the columns as Columns does and rendering each item as
 // Cells does (then Neutralize), into a spool through enc. The caller closes
 // the table's spool. Nothing is written anywhere else, so a failure (ctx,
 // the store, a bad Result) leaves the caller free to report it.
-func buildTable(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus, enc rowEncoder) (*table, error) {
+//
+// With raw, the spool holds the records as enc made them, one after the
+// other with no framing (enc must make records that can be told apart, as
+// CSV lines can); the segments say where the cell counts change.
+func buildTable(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus, enc rowEncoder, raw bool) (*table, error) {
 	b := &tableBuilder{
 		cols:  append([]Column(nil), fixedColumns...),
 		index: make(map[string]int),
 	}
-	t := &table{spool: &spool{}}
+	t := &table{spool: &spool{raw: raw}}
 	var rec []byte
 	err := streamItems(ctx, s, jobID, statuses, func(it *engine.Item) error {
 		cells, err := b.row(it)
@@ -52,6 +67,12 @@ func buildTable(ctx context.Context, s engine.Store, jobID int64, statuses []eng
 		t.maxRowXML = max(t.maxRowXML, xml)
 		rec = enc(rec[:0], cells)
 		t.rows++
+		if n := len(t.segs); n == 0 || t.segs[n-1].cells != len(cells) {
+			t.segs = append(t.segs, segment{cells: len(cells)})
+		}
+		seg := &t.segs[len(t.segs)-1]
+		seg.rows++
+		seg.bytes += int64(len(rec))
 		return t.spool.put(len(cells), rec)
 	})
 	t.cols = b.cols

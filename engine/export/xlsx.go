@@ -62,7 +62,7 @@ func xlsxSheetName(n int) string {
 // A failed write to w returns 0 and the error; what w received is then an
 // incomplete archive.
 func WriteXLSX(ctx context.Context, s engine.Store, jobID int64, statuses []engine.ItemStatus, w io.Writer) (int64, error) {
-	t, err := buildTable(ctx, s, jobID, statuses, encodeCells)
+	t, err := buildTable(ctx, s, jobID, statuses, encodeCells, false)
 	if err != nil {
 		return 0, err
 	}

@@ -360,7 +360,7 @@ func TestWriteXLSXSheets(t *testing.T) {
 		{rows: 100, bytes: size(want[0]) + 3*size(want[1])},
 	} {
 		t.Run(fmt.Sprint(lim.rows), func(t *testing.T) {
-			tab, err := buildTable(context.Background(), s, testJob, nil, encodeCells)
+			tab, err := buildTable(context.Background(), s, testJob, nil, encodeCells, false)
 			require.NoError(t, err)
 			defer tab.spool.close()
 			var buf bytes.Buffer

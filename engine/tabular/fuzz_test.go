@@ -51,7 +51,42 @@ func FuzzCSVReader(f *testing.F) {
 		}
 		checkInvariants(t, data, opt)
 		differential(t, data)
+		sameWithReuse(t, data, opt)
 	})
+}
+
+// sameWithReuse checks that ReuseRecord changes nothing but the lifetime of
+// what Next returns: the same rows (copied before the next call), the same
+// errors.
+func sameWithReuse(t *testing.T, data []byte, opt Options) {
+	t.Helper()
+	read := func(opt Options) ([]Row, error) {
+		r, err := NewCSVReader(bytes.NewReader(data), opt)
+		if err != nil {
+			return nil, err
+		}
+		var rows []Row
+		for {
+			row, err := r.Next()
+			if errors.Is(err, io.EOF) {
+				return rows, nil
+			}
+			if err != nil {
+				return rows, err
+			}
+			kept := *row
+			kept.Fields = make([]string, len(row.Fields))
+			for i, f := range row.Fields {
+				kept.Fields[i] = strings.Clone(f)
+			}
+			rows = append(rows, kept)
+		}
+	}
+	want, wantErr := read(opt)
+	opt.ReuseRecord = true
+	got, gotErr := read(opt)
+	require.Equal(t, wantErr, gotErr)
+	require.Equal(t, want, got)
 }
 
 // checkInvariants reads data to the end and checks what must always hold.

@@ -69,6 +69,12 @@ type Options struct {
 	// cannot make the reader swallow the rest of a huge file into one field.
 	// 0 means DefaultMaxRecordBytes.
 	MaxRecordBytes int
+	// ReuseRecord lets Next return the same *Row on every call, with a
+	// Fields slice and strings that share the reader's buffers: they are
+	// valid only until the next call to Next. It saves an allocation and a
+	// copy of every record for callers that consume each row at once (the
+	// ingest encodes it into JSON), like encoding/csv's field of that name.
+	ReuseRecord bool
 }
 
 // Row is one data record of the file.
@@ -76,7 +82,8 @@ type Row struct {
 	// Line is the 1-based physical line number where the record starts.
 	Line int
 	// Fields holds the values. The slice and its strings are the caller's
-	// to keep; the reader never reuses them.
+	// to keep; the reader never reuses them, unless Options.ReuseRecord is
+	// set.
 	Fields []string
 	// Err is non-empty when the record is malformed but reading can go on,
 	// e.g. "line 7: has 4 fields, header has 6". Fields still holds what was
@@ -128,6 +135,12 @@ type CSVReader struct {
 	rec    []byte // field bytes of the record being parsed (quoted path)
 	ends   []int  // end offset in rec of each field
 	err    error  // sticky error
+
+	// reuse: Options.ReuseRecord, in force once the header is read. Then
+	// fields and row are handed out again on every call.
+	reuse  bool
+	fields []string
+	row    Row
 }
 
 // NewCSVReader prepares to read r and reads its header row. Problems with the
@@ -178,6 +191,7 @@ func NewCSVReader(r io.Reader, opt Options) (*CSVReader, error) {
 	}
 	cr.header = uniqueHeader(fields)
 	cr.keys = uniqueKeys(fields)
+	cr.reuse = opt.ReuseRecord
 	return cr, nil
 }
 
@@ -216,6 +230,10 @@ func (r *CSVReader) Next() (*Row, error) {
 		return nil, err
 	}
 	row := &Row{Line: line, Fields: fields}
+	if r.reuse {
+		r.row = Row{Line: line, Fields: fields}
+		row = &r.row
+	}
 	if len(fields) != len(r.header) {
 		row.Err = fmt.Sprintf("line %d: has %d fields, header has %d", line, len(fields), len(r.header))
 	}

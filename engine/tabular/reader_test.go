@@ -72,6 +72,32 @@ func TestReaderSimple(t *testing.T) {
 	}
 }
 
+func TestReaderReuseRecord(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("x", bufferSize+100) // a line longer than the read buffer
+	input := "a,b\n1,2\n\"q,1\",\"multi\nline\"\n" + long + ",y\nshort\n3,4\n"
+	sameWithReuse(t, []byte(input), Options{})
+
+	r, err := NewCSVReader(strings.NewReader(input), Options{ReuseRecord: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"a", "b"}, r.Header())
+	first, err := r.Next()
+	require.NoError(t, err)
+	require.Equal(t, []string{"1", "2"}, first.Fields)
+	second, err := r.Next()
+	require.NoError(t, err)
+	require.Same(t, first, second, "the row is handed out again")
+	require.Equal(t, []string{"q,1", "multi\nline"}, second.Fields)
+	third, err := r.Next()
+	require.NoError(t, err)
+	require.Equal(t, []string{long, "y"}, third.Fields)
+	fourth, err := r.Next()
+	require.NoError(t, err)
+	require.Equal(t, "line 6: has 1 fields, header has 2", fourth.Err)
+	require.Equal(t, []string{"short"}, fourth.Fields)
+	require.Equal(t, "a", r.Header()[0], "the header is not reused")
+}
+
 func TestReaderQuotedMultiLine(t *testing.T) {
 	t.Parallel()
 	input := "id,text,n\n" +

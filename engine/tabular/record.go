@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // readLine returns the next physical line, terminator included, or io.EOF
@@ -98,8 +99,8 @@ func (r *CSVReader) readRecord() ([]string, int, error) {
 // splitPlain splits a line that holds no quote at all: the fast path.
 func (r *CSVReader) splitPlain(content []byte) []string {
 	n := bytes.Count(content, r.delimSep) + 1
-	fields := make([]string, n)
-	s := string(content)
+	fields := r.fieldSlice(n)
+	s := r.recordString(content)
 	for i := 0; i < n-1; i++ {
 		j := strings.IndexByte(s, r.delim)
 		fields[i] = s[:j]
@@ -174,17 +175,40 @@ func (r *CSVReader) parseQuoted(line []byte, end int) ([]string, int, error) {
 	if len(r.rec) > r.maxRecord {
 		return nil, 0, r.tooLarge(start)
 	}
-	s := string(r.rec)
+	s := r.recordString(r.rec)
 	if cap(r.rec) > 1<<20 {
 		r.rec = nil // do not pin the memory of one huge record
 	}
-	fields := make([]string, len(r.ends))
+	fields := r.fieldSlice(len(r.ends))
 	prev := 0
 	for i, e := range r.ends {
 		fields[i] = s[prev:e]
 		prev = e
 	}
 	return fields, start, nil
+}
+
+// fieldSlice returns a slice for n fields: a new one, or with ReuseRecord
+// the reader's own.
+func (r *CSVReader) fieldSlice(n int) []string {
+	if !r.reuse {
+		return make([]string, n)
+	}
+	if cap(r.fields) < n {
+		r.fields = make([]string, n)
+	}
+	r.fields = r.fields[:n]
+	return r.fields
+}
+
+// recordString returns the bytes of a record as a string: a copy, or with
+// ReuseRecord the bytes themselves (they stay unchanged until the next
+// call to Next, which is as long as ReuseRecord promises).
+func (r *CSVReader) recordString(b []byte) string {
+	if !r.reuse {
+		return string(b)
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 func (r *CSVReader) binaryError(line int) error {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -17,16 +18,27 @@ const rowsPerInsert = 100
 
 // A batch's constants (job, owner, pipeline, time) are written into the
 // statement as literals, prepared once per batch; each row binds only its
-// own five values. Binding is a measurable share of a million-row ingest,
-// and this driver binds numbered parameters more slowly than plain ones.
-const itemInsertColumns = 5
+// own values. Binding is a measurable share of a million-row ingest, and
+// this driver binds numbered parameters more slowly than plain ones.
+//
+// Two row shapes: the full one binds seq, input, normalised input, status
+// and error; the lean one, for the common row (PENDING, no error, its
+// normalised form equal to its input), binds seq and input alone and writes
+// the rest as literals. A chunk of rowsPerInsert rows uses the lean shape
+// when all its rows fit it.
+const fullRowArgs = 5
 
-// itemInsertSQL returns an INSERT of n rows for one batch's constants.
-func itemInsertSQL(n int, jobID, userID int64, pipeline string, now int64) string {
+// itemInsertSQL returns an INSERT of n rows of one shape (lean or full)
+// for one batch's constants.
+func itemInsertSQL(n int, lean bool, jobID, userID int64, pipeline string, now int64) string {
 	var b strings.Builder
-	b.Grow(160 + n*60)
+	b.Grow(160 + n*64)
 	b.WriteString(`INSERT INTO job_items (job_id, user_id, pipeline, run_at, updated_at, seq, input_json, normalized_json, status, last_error) VALUES `)
-	row := fmt.Sprintf("(%d,%d,%s,%d,%d,?,?,?,?,?)", jobID, userID, quoteLiteral(pipeline), now, now)
+	values := "?,?,?,?,?"
+	if lean {
+		values = "?,?,NULL,'PENDING',NULL"
+	}
+	row := fmt.Sprintf("(%d,%d,%s,%d,%d,%s)", jobID, userID, quoteLiteral(pipeline), now, now, values)
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			b.WriteByte(',')
@@ -83,72 +95,86 @@ type inserted struct {
 	lastSeq          int64
 }
 
-// insertItems writes items with multi-row INSERTs. Seqs must rise (items
-// are appended in input order; export relies on ids rising with seq).
-func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64, pipeline string, lastSeq int64, items []engine.NewItem, now int64) (inserted, error) {
-	res := inserted{lastSeq: lastSeq}
-	args := make([]any, 0, rowsPerInsert*itemInsertColumns)
-	var many *sql.Stmt
-	if len(items) >= rowsPerInsert {
-		var err error
-		many, err = tx.PrepareContext(ctx, itemInsertSQL(rowsPerInsert, jobID, userID, pipeline, now))
-		if err != nil {
-			return res, fmt.Errorf("insert items of job %d: %w", jobID, err)
-		}
-		defer many.Close()
-	}
-	flush := func(rows int) error {
-		var r sql.Result
-		var err error
-		if rows == rowsPerInsert {
-			r, err = many.ExecContext(ctx, args...)
-		} else {
-			r, err = tx.ExecContext(ctx, itemInsertSQL(rows, jobID, userID, pipeline, now), args...)
-		}
-		if err != nil {
-			return fmt.Errorf("insert items of job %d: %w", jobID, err)
-		}
-		// One writer: a statement's rowids are consecutive.
-		last, err := r.LastInsertId()
-		if err != nil {
-			return err
-		}
-		if res.firstID == 0 {
-			res.firstID = last - int64(rows) + 1
-		}
-		res.lastID = last
-		args = args[:0]
-		return nil
-	}
-	for i := range items {
-		var err error
-		if args, err = itemRow(args, &items[i], &res); err != nil {
-			return res, err
-		}
-		if len(args) == rowsPerInsert*itemInsertColumns {
-			if err := flush(rowsPerInsert); err != nil {
-				return res, err
-			}
-		}
-	}
-	if len(args) > 0 {
-		// The tail of the batch: one statement of its own size.
-		if err := flush(len(args) / itemInsertColumns); err != nil {
-			return res, err
-		}
-	}
-	return res, nil
+// itemInserter writes one batch's items with multi-row INSERTs, preparing
+// each full-size statement shape once per batch.
+type itemInserter struct {
+	ctx      context.Context
+	tx       *sql.Tx
+	jobID    int64
+	userID   int64
+	pipeline string
+	now      int64
+	lean     *sql.Stmt
+	full     *sql.Stmt
+	args     []any
+	res      inserted
 }
 
-// itemRow checks a new item against what res has seen (seqs rise; status
-// PENDING or SKIPPED), counts it in res and appends its own five values.
-func itemRow(args []any, it *engine.NewItem, res *inserted) ([]any, error) {
+func (w *itemInserter) close() {
+	if w.lean != nil {
+		w.lean.Close()
+	}
+	if w.full != nil {
+		w.full.Close()
+	}
+}
+
+// exec runs one INSERT of rows rows of the given shape with w.args.
+func (w *itemInserter) exec(rows int, lean bool) error {
+	var stmt *sql.Stmt
+	if rows == rowsPerInsert {
+		p := &w.full
+		if lean {
+			p = &w.lean
+		}
+		if *p == nil {
+			var err error
+			if *p, err = w.tx.PrepareContext(w.ctx, itemInsertSQL(rowsPerInsert, lean, w.jobID, w.userID, w.pipeline, w.now)); err != nil {
+				return fmt.Errorf("insert items of job %d: %w", w.jobID, err)
+			}
+		}
+		stmt = *p
+	}
+	var r sql.Result
+	var err error
+	if stmt != nil {
+		r, err = stmt.ExecContext(w.ctx, w.args...)
+	} else {
+		// The tail of the batch: one statement of its own size.
+		r, err = w.tx.ExecContext(w.ctx, itemInsertSQL(rows, lean, w.jobID, w.userID, w.pipeline, w.now), w.args...)
+	}
+	if err != nil {
+		return fmt.Errorf("insert items of job %d: %w", w.jobID, err)
+	}
+	// One writer: a statement's rowids are consecutive.
+	last, err := r.LastInsertId()
+	if err != nil {
+		return err
+	}
+	if w.res.firstID == 0 {
+		w.res.firstID = last - int64(rows) + 1
+	}
+	w.res.lastID = last
+	w.args = w.args[:0]
+	return nil
+}
+
+// check validates one item and counts it; it reports whether the item fits
+// the lean row shape.
+func (w *itemInserter) check(it *engine.NewItem) (lean bool, err error) {
+	return checkItem(it, &w.res)
+}
+
+// checkItem checks a new item against what res has seen (seqs rise; status
+// PENDING or SKIPPED) and counts it in res; it reports whether the item fits
+// the lean row shape (PENDING, no error, normalised form equal to input).
+func checkItem(it *engine.NewItem, res *inserted) (lean bool, err error) {
 	st := it.Status
 	if st == "" {
 		st = engine.ItemPending
 	}
 	if it.Seq <= res.lastSeq {
-		return args, engine.Errorf(engine.EINVALID, "new item seq %d: seqs must rise (last was %d)", it.Seq, res.lastSeq)
+		return false, engine.Errorf(engine.EINVALID, "new item seq %d: seqs must rise (last was %d)", it.Seq, res.lastSeq)
 	}
 	res.lastSeq = it.Seq
 	switch st {
@@ -157,15 +183,82 @@ func itemRow(args []any, it *engine.NewItem, res *inserted) ([]any, error) {
 	case engine.ItemSkipped:
 		res.skipped++
 	default:
-		return args, engine.Errorf(engine.EINVALID, "new item %d: status %s (want PENDING or SKIPPED)", it.Seq, st)
+		return false, engine.Errorf(engine.EINVALID, "new item %d: status %s (want PENDING or SKIPPED)", it.Seq, st)
+	}
+	return st == engine.ItemPending && it.LastError == "" && it.Input != nil && sameJSON(it.Input, it.Normalized), nil
+}
+
+// sameJSON reports whether the normalised row equals the input, so that it
+// is stored once: readers take COALESCE(normalized, input).
+func sameJSON(input, norm []byte) bool { return bytes.Equal(input, norm) }
+
+// insertItems writes items with multi-row INSERTs. Seqs must rise (items
+// are appended in input order; export relies on ids rising with seq).
+func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64, pipeline string, lastSeq int64, items []engine.NewItem, now int64) (inserted, error) {
+	w := &itemInserter{ctx: ctx, tx: tx, jobID: jobID, userID: userID, pipeline: pipeline, now: now,
+		args: make([]any, 0, rowsPerInsert*fullRowArgs), res: inserted{lastSeq: lastSeq}}
+	defer w.close()
+	for len(items) > 0 {
+		chunk := items[:min(len(items), rowsPerInsert)]
+		items = items[len(chunk):]
+		lean := true
+		for i := range chunk {
+			ok, err := w.check(&chunk[i])
+			if err != nil {
+				return w.res, err
+			}
+			lean = lean && ok
+		}
+		for i := range chunk {
+			it := &chunk[i]
+			if lean {
+				w.args = append(w.args, it.Seq, jsonText(it.Input))
+				continue
+			}
+			st := it.Status
+			if st == "" {
+				st = engine.ItemPending
+			}
+			var norm any
+			if it.Input == nil || !sameJSON(it.Input, it.Normalized) {
+				norm = jsonText(it.Normalized)
+			}
+			w.args = append(w.args, it.Seq, jsonText(it.Input), norm, string(st), nullStr(it.LastError))
+		}
+		if err := w.exec(len(chunk), lean); err != nil {
+			return w.res, err
+		}
+	}
+	return w.res, nil
+}
+
+// jsonText binds b as TEXT (NULL when nil) without copying it: the driver
+// copies the bytes into SQLite during the call, and the caller does not
+// change them meanwhile. This saves a copy of every row on the writer.
+func jsonText(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
+}
+
+// itemRow checks a new item and counts it in res (checkItem), then appends
+// its own five values.
+func itemRow(args []any, it *engine.NewItem, res *inserted) ([]any, error) {
+	if _, err := checkItem(it, res); err != nil {
+		return args, err
+	}
+	st := it.Status
+	if st == "" {
+		st = engine.ItemPending
 	}
 	// A normalised row equal to its input (the headers were already
 	// canonical) is stored once: readers take COALESCE(normalized, input).
-	norm := nullJSON(it.Normalized)
-	if it.Input != nil && bytes.Equal(it.Input, it.Normalized) {
-		norm = nil
+	var norm any
+	if it.Input == nil || !sameJSON(it.Input, it.Normalized) {
+		norm = jsonText(it.Normalized)
 	}
-	return append(args, it.Seq, nullJSON(it.Input), norm, string(st), nullStr(it.LastError)), nil
+	return append(args, it.Seq, jsonText(it.Input), norm, string(st), nullStr(it.LastError)), nil
 }
 
 // insertOneItemSQL inserts the item of a one-item job (API calls, triggers,
