@@ -17,6 +17,12 @@ DROP INDEX job_items_lease;
 DROP INDEX job_items_locked_by;
 CREATE INDEX job_items_inflight ON job_items (lease_expires_at, locked_by) WHERE status = 'PROCESSING';
 
+-- Items in flight are few and have their index above: the listing of one
+-- user's items by status across jobs finds them there, so a claim does not
+-- add an entry to this index too.
+DROP INDEX job_items_status_user_updated;
+CREATE INDEX job_items_status_user_updated ON job_items (status, user_id, updated_at, id) WHERE status <> 'PROCESSING';
+
 -- Attempts are read per item in id order and deleted with their job's
 -- items: one index, the primary key, serves both.
 ALTER TABLE item_attempts DROP CONSTRAINT item_attempts_pkey;
@@ -29,6 +35,8 @@ ALTER TABLE item_attempts DROP CONSTRAINT item_attempts_pkey;
 ALTER TABLE item_attempts ADD PRIMARY KEY (id);
 CREATE INDEX item_attempts_item ON item_attempts (item_id, id);
 CREATE INDEX item_attempts_job ON item_attempts (job_id);
+DROP INDEX job_items_status_user_updated;
+CREATE INDEX job_items_status_user_updated ON job_items (status, user_id, updated_at, id);
 DROP INDEX job_items_inflight;
 CREATE INDEX job_items_lease ON job_items (lease_expires_at) WHERE status = 'PROCESSING';
 CREATE INDEX job_items_locked_by ON job_items (locked_by) WHERE status = 'PROCESSING';
