@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
@@ -86,6 +87,10 @@ func (b *bench) pgThroughput(ctx context.Context) (benchResult, error) {
 	if err != nil {
 		return benchResult{}, err
 	}
+	walSince, err := walMeter(ctx, base)
+	if err != nil {
+		return benchResult{}, err
+	}
 	start := time.Now()
 	cmds := make([]*exec.Cmd, pgWorkers)
 	errs := make(chan error, pgWorkers)
@@ -104,6 +109,10 @@ func (b *bench) pgThroughput(ctx context.Context) (benchResult, error) {
 		}
 	}
 	wall := time.Since(start)
+	wal, err := walSince()
+	if err != nil {
+		return benchResult{}, err
+	}
 	j, err := st.GetJob(ctx, job)
 	if err != nil {
 		return benchResult{}, err
@@ -117,17 +126,19 @@ func (b *bench) pgThroughput(ctx context.Context) (benchResult, error) {
 	for _, c := range cmds {
 		cpu += cpuSeconds(c)
 	}
-	riverRate, err := b.riverThroughput(ctx, base)
+	riverRate, riverWAL, err := b.riverThroughput(ctx, base)
 	if err != nil {
 		return benchResult{}, fmt.Errorf("river: %w", err)
 	}
 	return benchResult{
 		Name: "pgthroughput",
 		Figures: map[string]float64{"items": float64(b.items), "workers": pgWorkers, "seconds": busy.Seconds(), "itemsPerSec": rate,
-			"wallSeconds": wall.Seconds(), "workerCpuSeconds": cpu, "riverJobsPerSec": riverRate},
+			"wallSeconds": wall.Seconds(), "workerCpuSeconds": cpu, "walBytesPerItem": wal / float64(b.items),
+			"riverJobsPerSec": riverRate, "riverWalBytesPerJob": riverWAL / float64(b.items)},
 		Target: "≥ 20,000 items/s with 4 worker processes", Pass: boolp(rate >= 20000),
 		Note: "itemsPerSec: the job's first claim to its last completion (the workers' start-up not counted); " +
-			"riverJobsPerSec: one in-process River client (riverpgxv5, MaxWorkers 1000: River fetches at most MaxWorkers jobs per 100 ms cooldown) on the same server, same count",
+			"walBytesPerItem: WAL the whole server wrote while the workers ran, per item (the server's work, steady whatever the machine's load; " +
+			"meaningful on a server nothing else writes to); riverJobsPerSec: one in-process River client (riverpgxv5, MaxWorkers 1000: River fetches at most MaxWorkers jobs per 100 ms cooldown) on the same server, same count",
 	}, nil
 }
 
@@ -171,33 +182,33 @@ func (riverWorker) Work(context.Context, *river.Job[riverArgs]) error { return n
 // riverThroughput enqueues --items no-op River jobs in a fresh schema of the
 // same server and returns jobs/s from the client's start until none is left
 // unfinished.
-func (b *bench) riverThroughput(ctx context.Context, base string) (float64, error) {
+func (b *bench) riverThroughput(ctx context.Context, base string) (float64, float64, error) {
 	_, riverURL, drop, err := pgSchema(base, "bench_river_")
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer drop()
 	cfg, err := pgxpool.ParseConfig(riverURL)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	schema := cfg.ConnConfig.RuntimeParams["search_path"]
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer pool.Close()
 	if _, err := pool.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+schema); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	driver := riverpgxv5.New(pool)
 	quiet := slog.New(slog.NewTextHandler(b.g.stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	migrator, err := rivermigrate.New(driver, &rivermigrate.Config{Schema: schema, Logger: quiet})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if _, err := migrator.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	workers := river.NewWorkers()
 	river.AddWorker(workers, &riverWorker{})
@@ -206,7 +217,7 @@ func (b *bench) riverThroughput(ctx context.Context, base string) (float64, erro
 		Queues: map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 1000}},
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	for start := 0; start < b.items; start += 1000 {
 		params := make([]river.InsertManyParams, 0, 1000)
@@ -214,29 +225,59 @@ func (b *bench) riverThroughput(ctx context.Context, base string) (float64, erro
 			params = append(params, river.InsertManyParams{Args: riverArgs{Seq: i}})
 		}
 		if _, err := client.InsertManyFast(ctx, params); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
+	}
+	walSince, err := walMeter(ctx, base)
+	if err != nil {
+		return 0, 0, err
 	}
 	t0 := time.Now()
 	if err := client.Start(ctx); err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer client.Stop(context.Background())
 	deadline := time.Now().Add(10 * time.Minute)
 	for {
 		var left int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM river_job WHERE state IN ('available','running','retryable','scheduled','pending')`).Scan(&left); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if left == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			return 0, errors.New("river did not finish within 10 minutes")
+			return 0, 0, errors.New("river did not finish within 10 minutes")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return float64(b.items) / time.Since(t0).Seconds(), nil
+	rate := float64(b.items) / time.Since(t0).Seconds()
+	wal, err := walSince()
+	return rate, wal, err
+}
+
+// walMeter reads the server's WAL insert position and returns a function
+// that tells how many bytes of WAL the server wrote since.
+func walMeter(ctx context.Context, url string) (func() (float64, error), error) {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(ctx)
+	var start string
+	if err := conn.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&start); err != nil {
+		return nil, err
+	}
+	return func() (float64, error) {
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return 0, err
+		}
+		defer conn.Close(ctx)
+		var n float64
+		err = conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1::pg_lsn)::float8`, start).Scan(&n)
+		return n, err
+	}, nil
 }
 
 // pgLatency: single-item jobs enqueued through one store (as another

@@ -130,10 +130,15 @@ func (s *Store) FailJob(ctx context.Context, p *engine.FailJobParams) (*engine.J
 	return s.GetJob(ctx, p.JobID)
 }
 
+// deleteAttemptsSQL removes a job's attempts through its items: attempts
+// are keyed by item (migration 6), so that recording one touches a single
+// index.
+const deleteAttemptsSQL = `DELETE FROM item_attempts WHERE item_id IN (SELECT id FROM job_items WHERE job_id = ?)`
+
 // dropRows removes a failed job's items and attempts and zeroes its
 // counters, in the caller's transaction (which holds the job's row lock).
 func dropRows(ctx context.Context, tx pgx.Tx, jobID int64) error {
-	if _, err := exec(ctx, tx, `DELETE FROM item_attempts WHERE job_id = ?`, jobID); err != nil {
+	if _, err := exec(ctx, tx, deleteAttemptsSQL, jobID); err != nil {
 		return err
 	}
 	if _, err := exec(ctx, tx, `DELETE FROM job_items WHERE job_id = ?`, jobID); err != nil {
@@ -295,7 +300,7 @@ func (s *Store) DeleteJob(ctx context.Context, id int64) (*engine.File, error) {
 		if err != nil {
 			return err
 		}
-		if _, err := exec(ctx, tx, `DELETE FROM item_attempts WHERE job_id = ?`, id); err != nil {
+		if _, err := exec(ctx, tx, deleteAttemptsSQL, id); err != nil {
 			return err
 		}
 		if _, err := exec(ctx, tx, `DELETE FROM job_items WHERE job_id = ?`, id); err != nil {
