@@ -219,16 +219,21 @@ func checkDedupeWindow(ctx context.Context, tx pgx.Tx, p *engine.CreateJobParams
 // for the whole batch, so that the usual deduped fire (a frequent schedule
 // whose last job still runs) costs no round trip of its own. Keys taken by
 // jobs of this batch are refused later by the insert (onDedupeConflict).
-func heldDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire) (map[string]bool, error) {
+func heldDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire, now time.Time) (map[string]bool, error) {
 	var keys []string
 	var since []int64
-	for _, f := range fires {
-		if f.Job != nil && f.Job.Job.DedupeKey != "" {
-			keys = append(keys, f.Job.Job.DedupeKey)
+	for i := range fires {
+		f := &fires[i]
+		if key, w := f.Dedupe(); key != "" && f.MakesJob() {
+			keys = append(keys, key)
 			// No window: a created_at no job has.
 			cut := int64(1<<63 - 1)
-			if w := f.Job.Job.DedupeWindow; w > 0 {
-				cut = ms(f.Job.Job.Now.Add(-w))
+			if w > 0 {
+				at := now
+				if f.Job != nil {
+					at = f.Job.Job.Now
+				}
+				cut = ms(at.Add(-w))
 			}
 			since = append(since, cut)
 		}
@@ -298,7 +303,7 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 		if err := lockTriggers(ctx, tx, fires); err != nil {
 			return err
 		}
-		held, err := heldDedupeKeys(ctx, tx, fires)
+		held, err := heldDedupeKeys(ctx, tx, fires, now)
 		if err != nil {
 			return err
 		}
@@ -316,7 +321,7 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 				}
 				if tag.RowsAffected() > 0 {
 					f := &fires[i]
-					out[i].Fired, out[i].Deduped = true, f.Job != nil
+					out[i].Fired, out[i].Deduped = true, f.MakesJob()
 				}
 			}
 			batch, queued = &pgx.Batch{}, queued[:0]
@@ -325,9 +330,9 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 		enqueued := false
 		for i := range fires {
 			f := &fires[i]
-			if f.Job == nil || (f.Job.Job.DedupeKey != "" && held[f.Job.Job.DedupeKey]) {
+			if key, _ := f.Dedupe(); !f.MakesJob() || (key != "" && held[key]) {
 				result := "skipped"
-				if f.Job != nil {
+				if f.MakesJob() {
 					result = "deduped"
 				}
 				q, args := fireSQL(f, now, result)
@@ -347,7 +352,15 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 				continue
 			}
 			out[i].Fired = true
-			id, err := enqueueJob(ctx, tx, f.Job)
+			p, err := f.JobParams()
+			if err != nil {
+				out[i].Err = err
+				if _, err := exec(ctx, tx, `UPDATE job_triggers SET last_result = 'skipped' WHERE name = ?`, f.Trigger); err != nil {
+					return err
+				}
+				continue
+			}
+			id, err := enqueueJob(ctx, tx, p)
 			result, jobID := "job", &id
 			switch {
 			case engine.IsDuplicate(err): // a job of this batch, or of a concurrent writer, took the key
