@@ -12,6 +12,8 @@ import (
 // worker heartbeats. Part of Store; storage/storetest/automation.go is its
 // contract.
 type AutomationStore interface {
+	OutboxStore
+
 	// PutDefinition creates or replaces a definition by key, bumping its
 	// version, and returns the stored one.
 	PutDefinition(ctx context.Context, d *Definition, now time.Time) (*Definition, error)
@@ -144,6 +146,9 @@ type Fire struct {
 	// DedupeKey and DedupeWindow are those of the job Build makes.
 	DedupeKey    string
 	DedupeWindow time.Duration
+	// EventID, when set, is the outbox event this fire handles: the store
+	// marks it done in the fire's transaction, whatever the fire did.
+	EventID int64
 }
 
 // MakesJob reports whether the fire enqueues a job (unless deduped).

@@ -307,6 +307,17 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 		if err != nil {
 			return err
 		}
+		var events []int64
+		for i := range fires {
+			if fires[i].EventID != 0 {
+				events = append(events, fires[i].EventID)
+			}
+		}
+		if len(events) > 0 {
+			if err := markEventsDone(ctx, tx, events, ms(now)); err != nil {
+				return err
+			}
+		}
 		batch, queued := &pgx.Batch{}, []int(nil)
 		flush := func() error {
 			if len(queued) == 0 {

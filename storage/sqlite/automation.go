@@ -299,6 +299,11 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 		var due dueFires
 		for i := range fires {
 			f := &fires[i]
+			if f.EventID != 0 {
+				if _, err := s.txExec(ctx, tx, markEventDoneSQL, ms(now), f.EventID); err != nil {
+					return err
+				}
+			}
 			// A fire whose job would be deduped (the common case of a
 			// frequent schedule whose last job still runs) is written with
 			// the others.
