@@ -25,6 +25,10 @@ type AutomationStore interface {
 	// CreateTrigger stores a new trigger (ECONFLICT when the name is
 	// taken) with its first NextFireAt, and returns it.
 	CreateTrigger(ctx context.Context, t *Trigger, now time.Time) (*Trigger, error)
+	// UpdateTrigger replaces a trigger's settings (all but its name, kind
+	// and event, and its fire history) and NextFireAt, and returns it;
+	// ErrNotFound when there is none by that name.
+	UpdateTrigger(ctx context.Context, t *Trigger, now time.Time) (*Trigger, error)
 	// DeleteTrigger removes a trigger or returns ErrNotFound.
 	DeleteTrigger(ctx context.Context, name string) error
 	// ListTriggers returns triggers ordered by name, of one kind when

@@ -287,6 +287,49 @@ func TestEventFromAnotherProcessFiresInLeader(t *testing.T) {
 	require.Equal(t, int64(1), leader.Fired(), "handled once")
 }
 
+// A disabled schedule fires nothing; enabled again, it fires from its
+// next tick after now (the ticks it missed are not run); a changed cron
+// moves the next fire time; a bad edit is refused naming the field and
+// changes nothing.
+func TestEditTriggerDisableEnable(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	clock := &schedClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	_, err := engine.AddTrigger(t.Context(), s, &engine.Trigger{Name: "min", Kind: engine.TriggerSchedule, Cron: "* * * * *",
+		TZ: "UTC", Pipeline: engine.DefaultPipeline}, clock.Now())
+	require.NoError(t, err)
+	a := engine.NewAutomation(engine.AutomationConfig{Store: s, Notifier: engine.NewNotifier(), ID: "x", Clock: clock,
+		NoEvents: true, NoHeartbeat: true})
+	off, on := false, true
+	tr, err := engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{Enabled: &off}, clock.Now())
+	require.NoError(t, err)
+	require.False(t, tr.Enabled)
+	clock.set(clock.Now().Add(5 * time.Minute))
+	a.TickScheduler(t.Context())
+	require.Zero(t, a.Fired(), "disabled: no fire")
+	tr, err = engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{Enabled: &on}, clock.Now())
+	require.NoError(t, err)
+	require.True(t, tr.Enabled)
+	require.Equal(t, clock.Now().Add(time.Minute), *tr.NextFireAt, "the next tick after now, not the missed ones")
+	clock.set(clock.Now().Add(time.Minute))
+	a.TickScheduler(t.Context())
+	require.Equal(t, int64(1), a.Fired())
+	hourly := "0 * * * *"
+	tr, err = engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{Cron: &hourly}, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC), *tr.NextFireAt)
+	bad := "Mars/Olympus"
+	_, err = engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{TZ: &bad}, clock.Now())
+	require.Equal(t, engine.EINVALID, engine.ErrorCode(err))
+	require.Contains(t, err.Error(), "tz")
+	_, err = engine.EditTrigger(t.Context(), s, "nope", &engine.TriggerPatch{Enabled: &on}, clock.Now())
+	require.Equal(t, engine.ENOTFOUND, engine.ErrorCode(err))
+	ts, err := s.ListTriggers(t.Context(), &engine.ListTriggersParams{})
+	require.NoError(t, err)
+	require.Equal(t, "UTC", ts[0].TZ, "a refused edit changes nothing")
+	require.Equal(t, hourly, ts[0].Cron)
+}
+
 func TestStartJobRefusesUnknownAndInvalid(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)

@@ -1,10 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -123,10 +123,7 @@ func scanTrigger(sc scanner) (*engine.Trigger, error) {
 // CreateTrigger stores a new trigger; a taken name is ECONFLICT (the
 // primary key decides between concurrent creators).
 func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
-	payload := string(t.Payload)
-	if strings.TrimSpace(payload) == "" {
-		payload = "{}"
-	}
+	payload := t.PayloadTemplate()
 	missed := t.Missed
 	if missed == "" {
 		missed = engine.MissedSkip
@@ -142,6 +139,23 @@ func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.T
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create trigger %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// UpdateTrigger replaces a trigger's settings.
+func (s *Store) UpdateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
+	out, err := scanTrigger(queryRow(ctx, s.pool, `UPDATE job_triggers SET cron_expr = ?, timezone = ?, definition_key = ?, pipeline = ?,
+			payload_template = ?, priority = ?, dedupe_window_ms = ?, missed = ?, enabled = ?, next_fire_at = ?, updated_at = ?
+		WHERE name = ? RETURNING `+triggerColumns,
+		nullStr(t.Cron), nullStr(t.TZ), nullStr(t.Definition), nullStr(t.Pipeline),
+		t.PayloadTemplate(), t.Priority, t.DedupeWindow.D().Milliseconds(), cmp.Or(t.Missed, engine.MissedSkip), t.Enabled,
+		nullMS(t.NextFireAt), ms(now), t.Name))
+	if noRows(err) {
+		return nil, notFound("trigger", t.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update trigger %s: %w", t.Name, err)
 	}
 	return out, nil
 }

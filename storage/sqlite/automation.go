@@ -1,13 +1,13 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -97,10 +97,7 @@ func scanTrigger(sc scanner) (*engine.Trigger, error) {
 
 // CreateTrigger stores a new trigger.
 func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
-	payload := string(t.Payload)
-	if strings.TrimSpace(payload) == "" {
-		payload = "{}"
-	}
+	payload := t.PayloadTemplate()
 	missed := t.Missed
 	if missed == "" {
 		missed = engine.MissedSkip
@@ -125,6 +122,28 @@ func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.T
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create trigger %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// UpdateTrigger replaces a trigger's settings.
+func (s *Store) UpdateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
+	var out *engine.Trigger
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanTrigger(tx.QueryRowContext(ctx, `UPDATE job_triggers SET cron_expr = ?, timezone = ?, definition_key = ?, pipeline = ?,
+			payload_template = ?, priority = ?, dedupe_window_ms = ?, missed = ?, enabled = ?, next_fire_at = ?, updated_at = ?
+		WHERE name = ? RETURNING `+triggerColumns,
+			nullStr(t.Cron), nullStr(t.TZ), nullStr(t.Definition), nullStr(t.Pipeline),
+			t.PayloadTemplate(), t.Priority, t.DedupeWindow.D().Milliseconds(), cmp.Or(t.Missed, engine.MissedSkip), t.Enabled,
+			nullMS(t.NextFireAt), ms(now), t.Name))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("trigger", t.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update trigger %s: %w", t.Name, err)
 	}
 	return out, nil
 }

@@ -84,6 +84,28 @@ func testTriggersCRUD(t *testing.T, e *env) {
 	sch, err := e.s.ListTriggers(e.ctx, &engine.ListTriggersParams{Kind: engine.TriggerSchedule})
 	require.NoError(t, err)
 	require.Len(t, sch, 1)
+	upd := *all[0]
+	upd.Cron, upd.TZ, upd.Enabled, upd.Priority = "0 3 * * *", "Europe/Paris", false, 7
+	upd.DedupeWindow, upd.Payload = engine.Duration(2*time.Minute), json.RawMessage(`{"b":"x"}`)
+	moved := next.Add(time.Hour)
+	upd.NextFireAt = &moved
+	got, err := e.s.UpdateTrigger(e.ctx, &upd, e.advance(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "0 3 * * *", got.Cron)
+	require.Equal(t, "Europe/Paris", got.TZ)
+	require.False(t, got.Enabled)
+	require.Equal(t, 7, got.Priority)
+	require.Equal(t, 2*time.Minute, got.DedupeWindow.D())
+	require.JSONEq(t, `{"b":"x"}`, string(got.Payload))
+	requireTime(t, moved, *got.NextFireAt)
+	requireTime(t, e.now(), got.UpdatedAt)
+	requireTime(t, tr.CreatedAt, got.CreatedAt)
+	back, err := e.s.ListTriggers(e.ctx, &engine.ListTriggersParams{Kind: engine.TriggerSchedule})
+	require.NoError(t, err)
+	require.False(t, back[0].Enabled, "the update is stored")
+	_, err = e.s.UpdateTrigger(e.ctx, &engine.Trigger{Name: "nope", Kind: engine.TriggerSchedule, Cron: "@daily", TZ: "UTC",
+		Pipeline: engine.DefaultPipeline}, e.now())
+	require.True(t, engine.IsNotFound(err), "%v", err)
 	require.NoError(t, e.s.DeleteTrigger(e.ctx, "nightly"))
 	require.True(t, engine.IsNotFound(e.s.DeleteTrigger(e.ctx, "nightly")))
 }
