@@ -35,6 +35,11 @@ func (e *Env) runAutomation(ctx context.Context, runner *engine.Runner) (stop fu
 			return runner.InFlight()
 		},
 	})
+	// On PostgreSQL, other processes' events wake this one's dispatcher
+	// (when it leads) at once instead of at its next poll.
+	if w, ok := e.Store.(interface{ WakeEventsOn(*engine.Notifier) }); ok {
+		w.WakeEventsOn(a.EventWake())
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { a.Run(ctx) })
 	return func() {

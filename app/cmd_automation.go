@@ -132,7 +132,7 @@ func nonNilSlice[T any](s []T) []T {
 func newTriggerCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "trigger",
-		Short: "Manage event and schedule triggers (add, rm)",
+		Short: "Manage event and schedule triggers (add, set, enable, disable, rm)",
 		Args:  noArgs,
 	}
 	var t engine.Trigger
@@ -212,8 +212,108 @@ real hour.`,
 			})
 		},
 	}
-	cmd.AddCommand(add, rm)
+	cmd.AddCommand(add, rm, newTriggerSetCmd(g), newTriggerToggleCmd(g, "enable", true), newTriggerToggleCmd(g, "disable", false))
 	return cmd
+}
+
+// newTriggerToggleCmd is `trigger enable NAME` or `trigger disable NAME`.
+func newTriggerToggleCmd(g *globals, verb string, on bool) *cobra.Command {
+	long := "Stop a trigger without removing it: a disabled schedule fires no tick and a\ndisabled event trigger ignores its events until it is enabled again."
+	if on {
+		long = "Enable a disabled trigger. A schedule starts again from its next tick after\nnow: the ticks it missed while disabled are not run."
+	}
+	return &cobra.Command{
+		Use:   verb + " NAME",
+		Short: strings.ToUpper(verb[:1]) + verb[1:] + " a trigger",
+		Long:  long,
+		Args:  exactArgs(1, "one trigger NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				t, err := engine.EditTrigger(ctx, env.Store, args[0], &engine.TriggerPatch{Enabled: &on}, time.Now())
+				if err != nil {
+					return err
+				}
+				printTriggerChange(g, t, verb+"d")
+				return nil
+			})
+		},
+	}
+}
+
+// newTriggerSetCmd is `trigger set NAME [--cron ...]`: the flags given
+// change, the others stay.
+func newTriggerSetCmd(g *globals) *cobra.Command {
+	var p engine.TriggerPatch
+	var cron, tz, def, pipe, payload, missed string
+	var window time.Duration
+	var priority int
+	cmd := &cobra.Command{
+		Use:   "set NAME [--cron EXPR] [--tz ZONE] [--payload JSON] [--dedupe-window D] [--priority N] [--missed skip|once]",
+		Short: "Change a trigger's settings (only the flags given)",
+		Long: `Change a trigger in place; the flags given change, the others stay:
+  sluice trigger set nightly --cron "0 3 * * *" --tz Europe/Paris
+  sluice trigger set on-file --payload '{"name":"{{.event.key}}"}' --dedupe-window 10m
+A changed schedule fires next at its first tick after now. The running
+scheduler sees the change within its reload interval (2 s). An event
+trigger's event and a trigger's name and kind cannot change: remove it and
+add it again.`,
+		Args: exactArgs(1, "one trigger NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fl := cmd.Flags()
+			setIf := func(name string, dst **string, v *string) {
+				if fl.Changed(name) {
+					*dst = v
+				}
+			}
+			setIf("cron", &p.Cron, &cron)
+			setIf("tz", &p.TZ, &tz)
+			setIf("definition", &p.Definition, &def)
+			setIf("pipeline", &p.Pipeline, &pipe)
+			setIf("missed", &p.Missed, &missed)
+			if fl.Changed("payload") {
+				raw := json.RawMessage(payload)
+				p.Payload = &raw
+			}
+			if fl.Changed("dedupe-window") {
+				d := engine.Duration(window)
+				p.DedupeWindow = &d
+			}
+			if fl.Changed("priority") {
+				p.Priority = &priority
+			}
+			if p == (engine.TriggerPatch{}) {
+				return usagef("give at least one setting to change (see --help)")
+			}
+			return g.withEnv(cmd, func(ctx context.Context, env *Env) error {
+				t, err := engine.EditTrigger(ctx, env.Store, args[0], &p, time.Now())
+				if err != nil {
+					return err
+				}
+				printTriggerChange(g, t, "changed")
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cron, "cron", "", "cron expression (5 fields or @every 1m, @daily, ...)")
+	f.StringVar(&tz, "tz", "", "IANA time zone of the cron expression")
+	f.StringVar(&def, "definition", "", "command definition key to run instead")
+	f.StringVar(&pipe, "pipeline", "", "pipeline to run instead")
+	f.StringVar(&payload, "payload", "", "payload template (JSON object; string values are templates)")
+	f.DurationVar(&window, "dedupe-window", 0, "no second job of this trigger within this long (0: none)")
+	f.IntVar(&priority, "priority", 0, "job priority (higher runs first)")
+	f.StringVar(&missed, "missed", "", "missed schedule ticks: skip or once")
+	return cmd
+}
+
+func printTriggerChange(g *globals, t *engine.Trigger, what string) {
+	fmt.Fprintf(g.stdout, "trigger %s %s", t.Name, what)
+	if !t.Enabled {
+		fmt.Fprint(g.stdout, "; disabled")
+	} else if t.NextFireAt != nil {
+		fmt.Fprintf(g.stdout, "; next fire %s", api.LocalTime(*t.NextFireAt, t.TZ))
+	}
+	fmt.Fprintln(g.stdout)
 }
 
 func newTriggersCmd(g *globals) *cobra.Command {
@@ -236,7 +336,7 @@ func newTriggersCmd(g *globals) *cobra.Command {
 					return writeJSON(g.stdout, map[string]any{"triggers": out})
 				}
 				tw := table(g.stdout)
-				fmt.Fprintln(tw, "NAME\tON\tRUNS\tNEXT FIRE\tLAST\tDEDUPE")
+				fmt.Fprintln(tw, "NAME\tON\tRUNS\tNEXT FIRE\tLAST\tDEDUPE\tENABLED")
 				for _, t := range ts {
 					on, runs, next := t.Event, t.PipelineName(), "-"
 					if t.Kind == engine.TriggerSchedule {
@@ -249,7 +349,8 @@ func newTriggersCmd(g *globals) *cobra.Command {
 					if t.LastJobID != 0 {
 						last += fmt.Sprintf(" (job %d)", t.LastJobID)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, on, runs, next, cmpOr(last, "-"), t.DedupeWindow.D())
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, on, runs, next, cmpOr(last, "-"), t.DedupeWindow.D(),
+						map[bool]string{true: "yes", false: "no"}[t.Enabled])
 				}
 				return tw.Flush()
 			})

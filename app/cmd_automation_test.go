@@ -95,6 +95,16 @@ func TestCLIDefinitionsTriggersWorkers(t *testing.T) {
 	require.ElementsMatch(t, []string{"hello Bo\n", "hello Cy\n"},
 		[]string{items.Items[0].Result["stdout"], items.Items[1].Result["stdout"]})
 
+	require.Contains(t, c.ok("trigger", "disable", "nightly"), "disabled")
+	require.Regexp(t, `nightly .* no\n`, c.ok("triggers"), "listed as not enabled")
+	require.Contains(t, c.ok("trigger", "enable", "nightly"), "next fire")
+	require.Regexp(t, `next fire \d{4}-\d\d-\d\d 04:15:00 UTC`, c.ok("trigger", "set", "nightly", "--cron", "15 4 * * *", "--tz", "UTC"))
+	code, _, errs = c.run("trigger", "set", "nightly", "--missed", "sometimes")
+	require.Equal(t, 1, code, errs)
+	require.Contains(t, errs, "missed")
+	code, _, errs = c.run("trigger", "set", "nightly")
+	require.NotZero(t, code)
+	require.Contains(t, errs, "at least one")
 	require.Contains(t, c.ok("trigger", "rm", "nightly"), "removed")
 	code, _, _ = c.run("trigger", "rm", "nightly")
 	require.Equal(t, 1, code)

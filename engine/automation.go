@@ -12,6 +12,8 @@ import (
 // worker heartbeats. Part of Store; storage/storetest/automation.go is its
 // contract.
 type AutomationStore interface {
+	OutboxStore
+
 	// PutDefinition creates or replaces a definition by key, bumping its
 	// version, and returns the stored one.
 	PutDefinition(ctx context.Context, d *Definition, now time.Time) (*Definition, error)
@@ -23,6 +25,10 @@ type AutomationStore interface {
 	// CreateTrigger stores a new trigger (ECONFLICT when the name is
 	// taken) with its first NextFireAt, and returns it.
 	CreateTrigger(ctx context.Context, t *Trigger, now time.Time) (*Trigger, error)
+	// UpdateTrigger replaces a trigger's settings (all but its name, kind
+	// and event, and its fire history) and NextFireAt, and returns it;
+	// ErrNotFound when there is none by that name.
+	UpdateTrigger(ctx context.Context, t *Trigger, now time.Time) (*Trigger, error)
 	// DeleteTrigger removes a trigger or returns ErrNotFound.
 	DeleteTrigger(ctx context.Context, name string) error
 	// ListTriggers returns triggers ordered by name, of one kind when
@@ -35,8 +41,10 @@ type AutomationStore interface {
 	// this one before a restart) changes nothing (Fired false). A fired
 	// trigger's job is enqueued as EnqueueJob does in the same transaction,
 	// or, when its dedupe key is held (ErrDuplicate), not: Deduped, and the
-	// fire still counts. The trigger records LastFireAt (Due; now for event
-	// fires), LastResult ("job", "deduped", "skipped") and LastJobID.
+	// fire still counts. A fire with Build instead of Job is probed by its
+	// DedupeKey first and built only when it will enqueue. The trigger
+	// records LastFireAt (Due; now for event fires), LastResult ("job",
+	// "deduped", "skipped") and LastJobID.
 	FireTriggers(ctx context.Context, fires []Fire, now time.Time) ([]FireResult, error)
 
 	// AcquireLeadership makes p.Holder the holder of the named lease
@@ -131,9 +139,39 @@ type Fire struct {
 	Due time.Time
 	// Next becomes the trigger's NextFireAt (schedules).
 	Next time.Time
-	// Job is the job to enqueue, with its dedupe key; nil records a
-	// skipped fire (missed ticks under the skip policy).
+	// Job is the job to enqueue, with its dedupe key; nil (and no Build)
+	// records a skipped fire (missed ticks under the skip policy).
 	Job *EnqueueJobParams
+	// Build, when Job is nil, makes the job; the store calls it only for a
+	// fire that counts and whose DedupeKey is free, so that a deduped fire
+	// (the usual fire of a frequent schedule) renders no payload. An error
+	// records the fire as skipped and is returned in FireResult.Err.
+	Build func() (*EnqueueJobParams, error)
+	// DedupeKey and DedupeWindow are those of the job Build makes.
+	DedupeKey    string
+	DedupeWindow time.Duration
+	// EventID, when set, is the outbox event this fire handles: the store
+	// marks it done in the fire's transaction, whatever the fire did.
+	EventID int64
+}
+
+// MakesJob reports whether the fire enqueues a job (unless deduped).
+func (f *Fire) MakesJob() bool { return f.Job != nil || f.Build != nil }
+
+// Dedupe returns the dedupe key and window of the fire's job.
+func (f *Fire) Dedupe() (string, time.Duration) {
+	if f.Job != nil {
+		return f.Job.Job.DedupeKey, f.Job.Job.DedupeWindow
+	}
+	return f.DedupeKey, f.DedupeWindow
+}
+
+// JobParams returns the fire's job, building it when needed.
+func (f *Fire) JobParams() (*EnqueueJobParams, error) {
+	if f.Job != nil || f.Build == nil {
+		return f.Job, nil
+	}
+	return f.Build()
 }
 
 // FireResult says what one Fire did.
@@ -145,6 +183,8 @@ type FireResult struct {
 	Job *Job
 	// Deduped is true when a job with the same dedupe key stood in the way.
 	Deduped bool
+	// Err is why Build could not make the job (the fire counted, skipped).
+	Err error
 }
 
 // LeadershipParams are the arguments of Acquire/ReleaseLeadership.

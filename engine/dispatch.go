@@ -6,63 +6,193 @@ import (
 	"time"
 )
 
-// dispatch runs the event triggers of this process: every event published
-// here is matched against the enabled event triggers (re-read every
-// Reload) and each match enqueues its job at once. Event triggers need no
-// leader: an event happens in exactly one process.
-func (a *Automation) dispatch(ctx context.Context) {
-	events, unsubscribe := a.cfg.Events.Subscribe(1024)
+// eventBatch bounds the outbox events handled in one FireTriggers.
+const eventBatch = 256
+
+// outbox writes every event published in this process to the store's
+// outbox, in batches (whatever has arrived while the last append ran), and
+// wakes this process's dispatcher. The events of every process meet there,
+// so the scheduler leader fires the triggers of events raised anywhere.
+func (a *Automation) outbox(ctx context.Context) {
+	events, unsubscribe := a.cfg.Events.Subscribe(4096)
 	defer unsubscribe()
 	a.once.Do(func() { close(a.listening) })
-	var byEvent map[string][]*Trigger
-	var loadedAt time.Time
-	load := func() {
-		ts, err := a.cfg.Store.ListTriggers(ctx, &ListTriggersParams{Kind: TriggerEvent})
-		if err != nil {
-			if ctx.Err() == nil {
-				a.log.Warn("list event triggers", "err", err)
+	var batch []Event
+	for {
+		select {
+		case <-ctx.Done():
+			// Events published before the stop are still kept.
+			for {
+				select {
+				case ev := <-events:
+					batch = append(batch, ev)
+					continue
+				default:
+				}
+				break
 			}
+			a.appendEvents(context.WithoutCancel(ctx), batch)
 			return
+		case ev := <-events:
+			batch = append(batch[:0], ev)
 		}
-		byEvent = map[string][]*Trigger{}
-		for _, t := range ts {
-			if t.Enabled {
-				byEvent[t.Event] = append(byEvent[t.Event], t)
+	drain:
+		for len(batch) < eventBatch {
+			select {
+			case ev := <-events:
+				batch = append(batch, ev)
+			default:
+				break drain
 			}
 		}
-		loadedAt = time.Now()
+		for !a.appendEvents(ctx, batch) {
+			select {
+			case <-ctx.Done():
+				a.appendEvents(context.WithoutCancel(ctx), batch)
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		a.eventWake.Notify()
 	}
-	load()
-	tick := time.NewTicker(a.cfg.Reload)
-	defer tick.Stop()
+}
+
+// appendEvents writes a batch to the outbox and reports success.
+func (a *Automation) appendEvents(ctx context.Context, batch []Event) bool {
+	if len(batch) == 0 {
+		return true
+	}
+	err := a.cfg.Store.AppendEvents(ctx, &AppendEventsParams{Events: batch, Origin: a.cfg.ID, Now: a.now()})
+	if err != nil {
+		a.log.Warn("append events to the outbox", "events", len(batch), "err", err)
+		return false
+	}
+	return true
+}
+
+// dispatch runs the event triggers while this process is the scheduler
+// leader: it takes the outbox's pending events in order, fires the enabled
+// triggers of each (re-read every Reload) and marks the events done in the
+// same transaction. It wakes when this process appends an event, when the
+// store says another process did (PostgreSQL NOTIFY, through EventWake),
+// when leadership is won, and every EventPoll (SQLite files written by
+// other processes; a lost notification).
+func (a *Automation) dispatch(ctx context.Context) {
+	wake, unsubscribe := a.eventWake.Subscribe()
+	defer unsubscribe()
+	poll := time.NewTicker(a.cfg.EventPoll)
+	defer poll.Stop()
+	d := &eventTriggers{}
+	var prunedAt time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			load()
-		case ev := <-events:
-			if time.Since(loadedAt) > a.cfg.Reload {
-				load()
+		case <-wake:
+		case <-poll.C:
+		}
+		if !a.leader.Load() {
+			continue
+		}
+		for ctx.Err() == nil {
+			evs, err := a.cfg.Store.PendingEvents(ctx, &PendingEventsParams{Limit: eventBatch})
+			if err != nil {
+				if ctx.Err() == nil {
+					a.log.Warn("read the event outbox", "err", err)
+				}
+				break
 			}
-			a.handle(ctx, ev, byEvent[ev.Name])
+			if len(evs) == 0 || !a.handleEvents(ctx, d, evs) || len(evs) < eventBatch {
+				break
+			}
+		}
+		if now := a.now(); now.Sub(prunedAt) > time.Minute {
+			prunedAt = now
+			if _, err := a.cfg.Store.PruneEvents(ctx, &PruneEventsParams{Before: now.Add(-a.cfg.EventsKeep)}); err != nil && ctx.Err() == nil {
+				a.log.Warn("prune the event outbox", "err", err)
+			}
 		}
 	}
 }
 
-// handle fires the triggers of one event. Events about a job that an event
-// trigger started fire nothing: a trigger on job.finished would otherwise
-// start itself again for ever (and two triggers could feed each other).
-func (a *Automation) handle(ctx context.Context, ev Event, triggers []*Trigger) {
+// eventTriggers are the enabled event triggers by event, as last read.
+type eventTriggers struct {
+	byEvent  map[string][]*Trigger
+	loadedAt time.Time
+}
+
+func (a *Automation) loadEventTriggers(ctx context.Context, d *eventTriggers) error {
+	if d.byEvent != nil && time.Since(d.loadedAt) < a.cfg.Reload {
+		return nil
+	}
+	ts, err := a.cfg.Store.ListTriggers(ctx, &ListTriggersParams{Kind: TriggerEvent})
+	if err != nil {
+		return err
+	}
+	d.byEvent = map[string][]*Trigger{}
+	for _, t := range ts {
+		if t.Enabled {
+			d.byEvent[t.Event] = append(d.byEvent[t.Event], t)
+		}
+	}
+	d.loadedAt = time.Now()
+	return nil
+}
+
+// handleEvents fires the triggers of a batch of outbox events in one
+// transaction that also marks them done; events no trigger takes are
+// marked done on their own. It reports whether the batch was handled.
+func (a *Automation) handleEvents(ctx context.Context, d *eventTriggers, evs []*StoredEvent) bool {
+	if err := a.loadEventTriggers(ctx, d); err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("list event triggers", "err", err)
+		}
+		return false
+	}
+	now := a.now()
+	var fires []Fire
+	var owners []*Trigger
+	var unfired []int64
+	for _, ev := range evs {
+		fs, ts := a.eventFires(ctx, ev, d.byEvent[ev.Name], now)
+		if len(fs) == 0 {
+			unfired = append(unfired, ev.ID)
+			continue
+		}
+		fires, owners = append(fires, fs...), append(owners, ts...)
+	}
+	if len(fires) > 0 {
+		res, err := a.cfg.Store.FireTriggers(ctx, fires, now)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.log.Warn("fire event triggers", "events", len(evs), "err", err)
+			}
+			return false
+		}
+		a.record(res, owners)
+	}
+	if err := a.cfg.Store.MarkEventsDone(ctx, &MarkEventsDoneParams{IDs: unfired, Now: now}); err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn("mark events done", "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// eventFires are the fires of one event, each naming the event. Events
+// about a job that an event trigger started fire nothing: a trigger on
+// job.finished would otherwise start itself again for ever (and two
+// triggers could feed each other).
+func (a *Automation) eventFires(ctx context.Context, ev *StoredEvent, triggers []*Trigger, now time.Time) ([]Fire, []*Trigger) {
 	if len(triggers) == 0 || ev.Data["source"] == SourceEvent && ev.Data["jobId"] != nil {
-		return
+		return nil, nil
 	}
 	evData := map[string]any{}
 	for k, v := range ev.Data {
 		evData[k] = v
 	}
 	evData["name"], evData["subject"], evData["at"] = ev.Name, ev.Subject, ev.At.UTC().Format(time.RFC3339Nano)
-	now := a.now()
 	var fires []Fire
 	var owners []*Trigger
 	for _, t := range triggers {
@@ -73,20 +203,10 @@ func (a *Automation) handle(ctx context.Context, ev Event, triggers []*Trigger) 
 			continue
 		}
 		p.Job.SourceRef = "trigger:" + t.Name + " " + ev.Name + " " + ev.Subject
-		fires = append(fires, Fire{Trigger: t.Name, Job: p})
+		fires = append(fires, Fire{Trigger: t.Name, Job: p, EventID: ev.ID})
 		owners = append(owners, t)
 	}
-	if len(fires) == 0 {
-		return
-	}
-	res, err := a.cfg.Store.FireTriggers(ctx, fires, now)
-	if err != nil {
-		if ctx.Err() == nil {
-			a.log.Warn("fire event triggers", "event", ev.Name, "err", err)
-		}
-		return
-	}
-	a.record(res, owners)
+	return fires, owners
 }
 
 // heartbeat writes this process's worker row every Beat and reclaims, at

@@ -38,7 +38,14 @@ type AutomationConfig struct {
 	// StaleAfter (3 beats) is stale: its leases are reclaimed.
 	Beat       time.Duration
 	StaleAfter time.Duration
-	// NoScheduler, NoEvents, NoHeartbeat turn parts off.
+	// EventPoll is how often the leader looks at the event outbox when
+	// nothing woke it (events appended by other processes on SQLite, a
+	// lost NOTIFY); 100ms. EventsKeep is how long handled events stay in
+	// the outbox; 1h.
+	EventPoll, EventsKeep time.Duration
+	// NoScheduler, NoEvents, NoHeartbeat turn parts off. With NoScheduler
+	// the process takes no lease, so it fires no event triggers either
+	// (its events still go to the outbox, for the leader).
 	NoScheduler, NoEvents, NoHeartbeat bool
 }
 
@@ -54,8 +61,11 @@ type Automation struct {
 	fired atomic.Int64
 	// cat keeps pipelines, definitions and the default user for Reload.
 	cat *catalog
-	// listening is closed when the event dispatcher listens.
+	// listening is closed when this process's events go to the outbox.
 	listening chan struct{}
+	// eventWake wakes the event dispatcher (an outbox append here or,
+	// through the store, elsewhere; leadership won).
+	eventWake *Notifier
 	once      sync.Once
 }
 
@@ -82,11 +92,17 @@ func NewAutomation(c AutomationConfig) *Automation {
 	if c.StaleAfter <= 0 {
 		c.StaleAfter = 3 * c.Beat
 	}
+	if c.EventPoll <= 0 {
+		c.EventPoll = 100 * time.Millisecond
+	}
+	if c.EventsKeep <= 0 {
+		c.EventsKeep = time.Hour
+	}
 	if c.Running == nil {
 		c.Running = func() int { return 0 }
 	}
 	return &Automation{cfg: c, log: c.Logger.WithGroup("automation"), listening: make(chan struct{}),
-		cat: &catalog{store: c.Store, ttl: c.Reload}}
+		cat: &catalog{store: c.Store, ttl: c.Reload}, eventWake: NewNotifier()}
 }
 
 // Leader reports whether this process runs the scheduler.
@@ -95,8 +111,13 @@ func (a *Automation) Leader() bool { return a.leader.Load() }
 // Fired is the number of jobs triggers created in this process.
 func (a *Automation) Fired() int64 { return a.fired.Load() }
 
-// Listening is closed once event triggers are subscribed.
+// Listening is closed once this process's events are subscribed to (they
+// go to the outbox from then on).
 func (a *Automation) Listening() <-chan struct{} { return a.listening }
+
+// EventWake is the notifier that wakes the event dispatcher; a store that
+// hears of other processes' events (PostgreSQL's WakeEventsOn) pokes it.
+func (a *Automation) EventWake() *Notifier { return a.eventWake }
 
 // Run runs until ctx ends, then gives up the lease and removes the
 // worker's heartbeat row.
@@ -106,9 +127,12 @@ func (a *Automation) Run(ctx context.Context) {
 		wg.Go(func() { a.schedule(ctx) })
 	}
 	if !a.cfg.NoEvents && a.cfg.Events != nil {
-		wg.Go(func() { a.dispatch(ctx) })
+		wg.Go(func() { a.outbox(ctx) })
 	} else {
 		a.once.Do(func() { close(a.listening) })
+	}
+	if !a.cfg.NoEvents && !a.cfg.NoScheduler {
+		wg.Go(func() { a.dispatch(ctx) })
 	}
 	if !a.cfg.NoHeartbeat {
 		wg.Go(func() { a.heartbeat(ctx) })
@@ -174,7 +198,9 @@ func (a *Automation) pass(ctx context.Context, st *schedState) time.Time {
 		if held != a.leader.Load() {
 			a.log.Info("scheduler lease", "held", held)
 		}
-		a.leader.Store(held)
+		if a.leader.Swap(held) != held && held {
+			a.eventWake.Notify()
+		}
 		st.renewAt = now.Add(a.cfg.LeaseFor / 3)
 	}
 	wake := st.renewAt
@@ -205,8 +231,10 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-// fireBatch bounds the fires written in one transaction.
-const fireBatch = 256
+// fireBatch bounds the fires written in one transaction. Deduped fires cost
+// the store one statement for the whole batch, so a tick of a thousand
+// triggers is one transaction (one fsync).
+const fireBatch = 1024
 
 // fireDue fires the due triggers and returns the earliest next due time.
 // It updates the triggers' NextFireAt in place.
@@ -238,12 +266,13 @@ func (a *Automation) fireDue(ctx context.Context, triggers []*Trigger, scheds ma
 		f := Fire{Trigger: t.Name, Due: due, Next: s.Next(now)}
 		missed := now.Sub(due) > a.cfg.MissedGrace
 		if !missed || t.Missed == MissedOnce {
-			p, err := a.jobFor(ctx, t, map[string]any{"trigger": t.Name, "fire": fireContext(due, s.Location())},
-				SourceSchedule, "trigger:"+t.Name, now)
-			if err != nil {
-				a.log.Warn("trigger cannot make its job", "trigger", t.Name, "err", err)
-			} else {
-				f.Job = p
+			// The job is built only when the store finds its key free:
+			// most fires of a frequent schedule are deduped.
+			key, loc := "trigger:"+t.Name, s.Location()
+			f.DedupeKey, f.DedupeWindow = key, t.DedupeWindow.D()
+			f.Build = func() (*EnqueueJobParams, error) {
+				return a.jobFor(ctx, t, map[string]any{"trigger": t.Name, "fire": fireContext(due, loc)},
+					SourceSchedule, key, now)
 			}
 		}
 		if missed {
@@ -281,6 +310,8 @@ func (a *Automation) record(res []FireResult, owners []*Trigger) {
 			a.log.Info("trigger fired", "trigger", owners[k].Name, "job_id", r.Job.ID)
 		case r.Deduped:
 			a.log.Debug("trigger deduped", "trigger", owners[k].Name)
+		case r.Err != nil:
+			a.log.Warn("trigger cannot make its job", "trigger", owners[k].Name, "err", r.Err)
 		}
 	}
 	if created {

@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/storage/sqlite"
 )
 
 // schedClock is a clock only the test moves.
@@ -210,7 +212,7 @@ func TestEventTriggerEnqueues(t *testing.T) {
 		Definition: "hello", Payload: json.RawMessage(`{"job":"done {{.event.jobId}} {{.event.name}}"}`)}, time.Now())
 	require.NoError(t, err)
 	a := engine.NewAutomation(engine.AutomationConfig{Store: s, Events: events, Notifier: engine.NewNotifier(), ID: "x",
-		NoScheduler: true, NoHeartbeat: true})
+		NoHeartbeat: true})
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	go a.Run(ctx)
@@ -234,6 +236,98 @@ func TestEventTriggerEnqueues(t *testing.T) {
 	it, err := s.ListItems(t.Context(), &engine.ListItemsParams{JobID: js[0].ID, Limit: 1, WithInput: true})
 	require.NoError(t, err)
 	require.JSONEq(t, `{"job":"done 41 job.finished"}`, string(it.Items[0].Input))
+}
+
+// An event raised in another process (another store handle on the same
+// database, with its own Automation that does not lead) reaches the
+// outbox and fires the trigger in the leader, once; the outbox is left
+// with nothing pending.
+func TestEventFromAnotherProcessFiresInLeader(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "s.db")
+	open := func() *sqlite.Store {
+		s, err := sqlite.Open(t.Context(), path, sqlite.Options{})
+		require.NoError(t, err)
+		t.Cleanup(func() { require.NoError(t, s.Close()) })
+		return s
+	}
+	leaderStore, otherStore := open(), open()
+	_, err := engine.AddTrigger(t.Context(), leaderStore, &engine.Trigger{Name: "on-dead", Kind: engine.TriggerEvent,
+		Event: engine.EventItemDead, Pipeline: engine.DefaultPipeline,
+		Payload: json.RawMessage(`{"item":"{{.event.itemId}}","from":"{{.event.subject}}"}`)}, time.Now())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	leader := engine.NewAutomation(engine.AutomationConfig{Store: leaderStore, Events: engine.NewEvents(),
+		Notifier: engine.NewNotifier(), ID: "leader:1:a", NoHeartbeat: true})
+	go leader.Run(ctx)
+	require.Eventually(t, leader.Leader, 10*time.Second, 5*time.Millisecond)
+	otherEvents := engine.NewEvents()
+	other := engine.NewAutomation(engine.AutomationConfig{Store: otherStore, Events: otherEvents,
+		Notifier: engine.NewNotifier(), ID: "other:2:b", NoHeartbeat: true})
+	go other.Run(ctx)
+	<-other.Listening()
+	otherEvents.Publish(engine.Event{Name: engine.EventItemDead, Subject: "item:7", Data: map[string]any{"itemId": 7}})
+	require.Eventually(t, func() bool { return leader.Fired() == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the leader fires the trigger of an event raised elsewhere")
+	require.False(t, other.Leader())
+	require.Zero(t, other.Fired())
+	js, err := leaderStore.ListJobs(t.Context(), &engine.ListJobsParams{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, js, 1)
+	require.Equal(t, engine.SourceEvent, js[0].Source)
+	it, err := leaderStore.ListItems(t.Context(), &engine.ListItemsParams{JobID: js[0].ID, Limit: 1, WithInput: true})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"item":"7","from":"item:7"}`, string(it.Items[0].Input))
+	require.Eventually(t, func() bool {
+		evs, err := leaderStore.PendingEvents(t.Context(), &engine.PendingEventsParams{Limit: 10})
+		require.NoError(t, err)
+		return len(evs) == 0
+	}, 5*time.Second, 5*time.Millisecond, "the event is marked done")
+	require.Equal(t, int64(1), leader.Fired(), "handled once")
+}
+
+// A disabled schedule fires nothing; enabled again, it fires from its
+// next tick after now (the ticks it missed are not run); a changed cron
+// moves the next fire time; a bad edit is refused naming the field and
+// changes nothing.
+func TestEditTriggerDisableEnable(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	clock := &schedClock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	_, err := engine.AddTrigger(t.Context(), s, &engine.Trigger{Name: "min", Kind: engine.TriggerSchedule, Cron: "* * * * *",
+		TZ: "UTC", Pipeline: engine.DefaultPipeline}, clock.Now())
+	require.NoError(t, err)
+	a := engine.NewAutomation(engine.AutomationConfig{Store: s, Notifier: engine.NewNotifier(), ID: "x", Clock: clock,
+		NoEvents: true, NoHeartbeat: true})
+	off, on := false, true
+	tr, err := engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{Enabled: &off}, clock.Now())
+	require.NoError(t, err)
+	require.False(t, tr.Enabled)
+	clock.set(clock.Now().Add(5 * time.Minute))
+	a.TickScheduler(t.Context())
+	require.Zero(t, a.Fired(), "disabled: no fire")
+	tr, err = engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{Enabled: &on}, clock.Now())
+	require.NoError(t, err)
+	require.True(t, tr.Enabled)
+	require.Equal(t, clock.Now().Add(time.Minute), *tr.NextFireAt, "the next tick after now, not the missed ones")
+	clock.set(clock.Now().Add(time.Minute))
+	a.TickScheduler(t.Context())
+	require.Equal(t, int64(1), a.Fired())
+	hourly := "0 * * * *"
+	tr, err = engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{Cron: &hourly}, clock.Now())
+	require.NoError(t, err)
+	require.Equal(t, time.Date(2026, 3, 1, 13, 0, 0, 0, time.UTC), *tr.NextFireAt)
+	bad := "Mars/Olympus"
+	_, err = engine.EditTrigger(t.Context(), s, "min", &engine.TriggerPatch{TZ: &bad}, clock.Now())
+	require.Equal(t, engine.EINVALID, engine.ErrorCode(err))
+	require.Contains(t, err.Error(), "tz")
+	_, err = engine.EditTrigger(t.Context(), s, "nope", &engine.TriggerPatch{Enabled: &on}, clock.Now())
+	require.Equal(t, engine.ENOTFOUND, engine.ErrorCode(err))
+	ts, err := s.ListTriggers(t.Context(), &engine.ListTriggersParams{})
+	require.NoError(t, err)
+	require.Equal(t, "UTC", ts[0].TZ, "a refused edit changes nothing")
+	require.Equal(t, hourly, ts[0].Cron)
 }
 
 func TestStartJobRefusesUnknownAndInvalid(t *testing.T) {

@@ -178,6 +178,14 @@ func (t *Trigger) PipelineName() string {
 	return t.Pipeline
 }
 
+// PayloadTemplate is the payload template as stored: {} when empty.
+func (t *Trigger) PayloadTemplate() string {
+	if len(bytes.TrimSpace(t.Payload)) == 0 {
+		return "{}"
+	}
+	return string(t.Payload)
+}
+
 // RenderPayload renders the trigger's payload template with a context.
 func (t *Trigger) RenderPayload(data map[string]any) (json.RawMessage, error) {
 	return t.renderPayload(data, nil)

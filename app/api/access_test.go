@@ -90,6 +90,8 @@ func TestAccessMatrix(t *testing.T) {
 				req.body, req.ctype = []byte(`{"key":"matrix","executable":"/bin/true"}`), "application/json"
 			case rt.Pattern == "/api/triggers" && rt.Method == "POST":
 				req.body, req.ctype = []byte(`{"name":"t`+strconv.Itoa(n)+`","kind":"event","event":"job.finished","pipeline":"noop"}`), "application/json"
+			case rt.Pattern == "/api/triggers/{name}" && rt.Method == "PATCH":
+				req.body, req.ctype = []byte(`{"enabled":false}`), "application/json"
 			case rt.Method == "PUT":
 				req.body, req.ctype = []byte(`{"stages":[{"processor":"noop"}]}`), "application/json"
 			}

@@ -137,6 +137,21 @@ func (s *Server) createTrigger(w http.ResponseWriter, r *http.Request, c *caller
 	return writeJSON(w, http.StatusCreated, ViewTrigger(stored))
 }
 
+// patchTrigger changes a trigger (admins only): the fields given change
+// ({"enabled":false} disables it), the others stay.
+func (s *Server) patchTrigger(w http.ResponseWriter, r *http.Request, c *caller) error {
+	var p engine.TriggerPatch
+	if err := decodeJSON(w, r, &p, 1<<20); err != nil {
+		return err
+	}
+	t, err := engine.EditTrigger(r.Context(), s.store, r.PathValue("name"), &p, s.now())
+	if err != nil {
+		return err
+	}
+	s.audit(r, c, "trigger.change", "trigger "+t.Name, "")
+	return writeJSON(w, http.StatusOK, ViewTrigger(t))
+}
+
 func (s *Server) deleteTrigger(w http.ResponseWriter, r *http.Request, c *caller) error {
 	name := r.PathValue("name")
 	if err := s.store.DeleteTrigger(r.Context(), name); err != nil {

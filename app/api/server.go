@@ -214,6 +214,7 @@ func (s *Server) routes() []route {
 		{"POST", "/api/definitions/{key}/run", adminOnly, s.runDefinition},
 		{"GET", "/api/triggers", signedIn, s.listTriggers},
 		{"POST", "/api/triggers", adminOnly, s.createTrigger},
+		{"PATCH", "/api/triggers/{name}", adminOnly, s.patchTrigger},
 		{"DELETE", "/api/triggers/{name}", adminOnly, s.deleteTrigger},
 		{"GET", "/api/workers", signedIn, s.listWorkers},
 		{"GET", "/api/stats", signedIn, s.stats},

@@ -225,6 +225,15 @@ test("the UI, end to end", { timeout: 8 * 60_000 }, async (t) => {
     await until(`/ 02:30:00 E[SD]T$/.test(document.querySelector("table.triggers tr[data-trigger=nightly] .next-fire")?.textContent ?? "")`);
   });
 
+  await step("16b2 an admin disables and enables a trigger with its toggle", async () => {
+    const cell = `(document.querySelector("table.triggers tr[data-trigger=nightly] .next-fire")?.textContent ?? "")`;
+    const toggle = page.getByRole("checkbox", { name: "Trigger nightly enabled" });
+    await toggle.uncheck();
+    await until(`${cell} === "disabled" && document.querySelector("table.triggers tr[data-trigger=nightly] input.enabled")?.checked === false`);
+    await toggle.check();
+    await until(`/ 02:30:00 E[SD]T$/.test(${cell}) && document.querySelector("table.triggers tr[data-trigger=nightly] input.enabled")?.checked === true`);
+  });
+
   await step("16c Workers flag a worker whose heartbeat stopped", async () => {
     await page.locator(`nav a[href="/workers"]`).click();
     await until(`(document.querySelector('table.workers tr[data-worker="old:1:gone"]')?.textContent ?? "").includes("STALE")`);

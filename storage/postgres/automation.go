@@ -1,10 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -123,10 +123,7 @@ func scanTrigger(sc scanner) (*engine.Trigger, error) {
 // CreateTrigger stores a new trigger; a taken name is ECONFLICT (the
 // primary key decides between concurrent creators).
 func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
-	payload := string(t.Payload)
-	if strings.TrimSpace(payload) == "" {
-		payload = "{}"
-	}
+	payload := t.PayloadTemplate()
 	missed := t.Missed
 	if missed == "" {
 		missed = engine.MissedSkip
@@ -142,6 +139,23 @@ func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.T
 	}
 	if err != nil {
 		return nil, fmt.Errorf("create trigger %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// UpdateTrigger replaces a trigger's settings.
+func (s *Store) UpdateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
+	out, err := scanTrigger(queryRow(ctx, s.pool, `UPDATE job_triggers SET cron_expr = ?, timezone = ?, definition_key = ?, pipeline = ?,
+			payload_template = ?, priority = ?, dedupe_window_ms = ?, missed = ?, enabled = ?, next_fire_at = ?, updated_at = ?
+		WHERE name = ? RETURNING `+triggerColumns,
+		nullStr(t.Cron), nullStr(t.TZ), nullStr(t.Definition), nullStr(t.Pipeline),
+		t.PayloadTemplate(), t.Priority, t.DedupeWindow.D().Milliseconds(), cmp.Or(t.Missed, engine.MissedSkip), t.Enabled,
+		nullMS(t.NextFireAt), ms(now), t.Name))
+	if noRows(err) {
+		return nil, notFound("trigger", t.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update trigger %s: %w", t.Name, err)
 	}
 	return out, nil
 }
@@ -219,16 +233,21 @@ func checkDedupeWindow(ctx context.Context, tx pgx.Tx, p *engine.CreateJobParams
 // for the whole batch, so that the usual deduped fire (a frequent schedule
 // whose last job still runs) costs no round trip of its own. Keys taken by
 // jobs of this batch are refused later by the insert (onDedupeConflict).
-func heldDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire) (map[string]bool, error) {
+func heldDedupeKeys(ctx context.Context, tx pgx.Tx, fires []engine.Fire, now time.Time) (map[string]bool, error) {
 	var keys []string
 	var since []int64
-	for _, f := range fires {
-		if f.Job != nil && f.Job.Job.DedupeKey != "" {
-			keys = append(keys, f.Job.Job.DedupeKey)
+	for i := range fires {
+		f := &fires[i]
+		if key, w := f.Dedupe(); key != "" && f.MakesJob() {
+			keys = append(keys, key)
 			// No window: a created_at no job has.
 			cut := int64(1<<63 - 1)
-			if w := f.Job.Job.DedupeWindow; w > 0 {
-				cut = ms(f.Job.Job.Now.Add(-w))
+			if w > 0 {
+				at := now
+				if f.Job != nil {
+					at = f.Job.Job.Now
+				}
+				cut = ms(at.Add(-w))
 			}
 			since = append(since, cut)
 		}
@@ -298,9 +317,20 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 		if err := lockTriggers(ctx, tx, fires); err != nil {
 			return err
 		}
-		held, err := heldDedupeKeys(ctx, tx, fires)
+		held, err := heldDedupeKeys(ctx, tx, fires, now)
 		if err != nil {
 			return err
+		}
+		var events []int64
+		for i := range fires {
+			if fires[i].EventID != 0 {
+				events = append(events, fires[i].EventID)
+			}
+		}
+		if len(events) > 0 {
+			if err := markEventsDone(ctx, tx, events, ms(now)); err != nil {
+				return err
+			}
 		}
 		batch, queued := &pgx.Batch{}, []int(nil)
 		flush := func() error {
@@ -316,7 +346,7 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 				}
 				if tag.RowsAffected() > 0 {
 					f := &fires[i]
-					out[i].Fired, out[i].Deduped = true, f.Job != nil
+					out[i].Fired, out[i].Deduped = true, f.MakesJob()
 				}
 			}
 			batch, queued = &pgx.Batch{}, queued[:0]
@@ -325,9 +355,9 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 		enqueued := false
 		for i := range fires {
 			f := &fires[i]
-			if f.Job == nil || (f.Job.Job.DedupeKey != "" && held[f.Job.Job.DedupeKey]) {
+			if key, _ := f.Dedupe(); !f.MakesJob() || (key != "" && held[key]) {
 				result := "skipped"
-				if f.Job != nil {
+				if f.MakesJob() {
 					result = "deduped"
 				}
 				q, args := fireSQL(f, now, result)
@@ -347,7 +377,15 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 				continue
 			}
 			out[i].Fired = true
-			id, err := enqueueJob(ctx, tx, f.Job)
+			p, err := f.JobParams()
+			if err != nil {
+				out[i].Err = err
+				if _, err := exec(ctx, tx, `UPDATE job_triggers SET last_result = 'skipped' WHERE name = ?`, f.Trigger); err != nil {
+					return err
+				}
+				continue
+			}
+			id, err := enqueueJob(ctx, tx, p)
 			result, jobID := "job", &id
 			switch {
 			case engine.IsDuplicate(err): // a job of this batch, or of a concurrent writer, took the key

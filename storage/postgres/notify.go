@@ -24,9 +24,13 @@ import (
 // notifying transactions on one server-wide lock, which the hot path cannot
 // afford. Every write takes a number from the changes sequence instead,
 // which ChangeCounter reads.
+//
+// An append to the event outbox sends NOTIFY <channel>, 'e', which wakes
+// the event dispatchers subscribed with WakeEventsOn.
 const (
 	wakeWork   = "w"
 	wakeChange = "c"
+	wakeEvent  = "e"
 )
 
 // notify records a change made by tx and, for kind wakeWork, queues a
@@ -54,6 +58,8 @@ type listener struct {
 
 	mu        sync.Mutex
 	notifiers []*engine.Notifier
+	// events are woken by outbox appends (and every reconnect).
+	events []*engine.Notifier
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -108,12 +114,25 @@ func (l *listener) listen(ctx context.Context) error {
 	}
 	l.connected.Store(true)
 	l.bump(true)
+	l.wakeEvents()
 	for {
 		n, err := conn.WaitForNotification(ctx)
 		if err != nil {
 			return err
 		}
+		if n.Payload == wakeEvent {
+			l.wakeEvents()
+			continue
+		}
 		l.bump(n.Payload == wakeWork)
+	}
+}
+
+func (l *listener) wakeEvents() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range l.events {
+		n.Notify()
 	}
 }
 
@@ -138,6 +157,18 @@ func (s *Store) WakeOn(n *engine.Notifier) {
 	}
 	s.lis.mu.Lock()
 	s.lis.notifiers = append(s.lis.notifiers, n)
+	s.lis.mu.Unlock()
+}
+
+// WakeEventsOn makes every append to the event outbox, from any process on
+// this database, wake the subscribers of n (the scheduler leader's event
+// dispatcher). Like WakeOn, an optional capability app/ looks for.
+func (s *Store) WakeEventsOn(n *engine.Notifier) {
+	if s.lis == nil || n == nil {
+		return
+	}
+	s.lis.mu.Lock()
+	s.lis.events = append(s.lis.events, n)
 	s.lis.mu.Unlock()
 }
 

@@ -1,12 +1,13 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -96,10 +97,7 @@ func scanTrigger(sc scanner) (*engine.Trigger, error) {
 
 // CreateTrigger stores a new trigger.
 func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
-	payload := string(t.Payload)
-	if strings.TrimSpace(payload) == "" {
-		payload = "{}"
-	}
+	payload := t.PayloadTemplate()
 	missed := t.Missed
 	if missed == "" {
 		missed = engine.MissedSkip
@@ -124,6 +122,28 @@ func (s *Store) CreateTrigger(ctx context.Context, t *engine.Trigger, now time.T
 	})
 	if err != nil {
 		return nil, fmt.Errorf("create trigger %s: %w", t.Name, err)
+	}
+	return out, nil
+}
+
+// UpdateTrigger replaces a trigger's settings.
+func (s *Store) UpdateTrigger(ctx context.Context, t *engine.Trigger, now time.Time) (*engine.Trigger, error) {
+	var out *engine.Trigger
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		var err error
+		out, err = scanTrigger(tx.QueryRowContext(ctx, `UPDATE job_triggers SET cron_expr = ?, timezone = ?, definition_key = ?, pipeline = ?,
+			payload_template = ?, priority = ?, dedupe_window_ms = ?, missed = ?, enabled = ?, next_fire_at = ?, updated_at = ?
+		WHERE name = ? RETURNING `+triggerColumns,
+			nullStr(t.Cron), nullStr(t.TZ), nullStr(t.Definition), nullStr(t.Pipeline),
+			t.PayloadTemplate(), t.Priority, t.DedupeWindow.D().Milliseconds(), cmp.Or(t.Missed, engine.MissedSkip), t.Enabled,
+			nullMS(t.NextFireAt), ms(now), t.Name))
+		return err
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, notFound("trigger", t.Name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("update trigger %s: %w", t.Name, err)
 	}
 	return out, nil
 }
@@ -181,90 +201,160 @@ const (
 	fireDueSQL    = `UPDATE job_triggers SET next_fire_at = ?, last_fire_at = ?, last_result = ? WHERE name = ? AND next_fire_at = ?`
 	fireEventSQL  = `UPDATE job_triggers SET last_fire_at = ?, last_result = ? WHERE name = ?`
 	fireResultSQL = `UPDATE job_triggers SET last_result = ?, last_job_id = COALESCE(?, last_job_id) WHERE name = ?`
+	// fireManySQL is fireDueSQL for many schedule fires at once, given as
+	// a JSON array of [name, due, next, result]: the compare-and-set of a
+	// tick's deduped fires in one statement instead of one each.
+	fireManySQL = `UPDATE job_triggers SET next_fire_at = f.nx, last_fire_at = f.due, last_result = f.res
+		FROM (SELECT value->>0 AS nm, value->>1 AS due, value->>2 AS nx, value->>3 AS res FROM json_each(?)) AS f
+		WHERE job_triggers.name = f.nm AND job_triggers.next_fire_at = f.due
+		RETURNING name`
 )
 
-// dedupeBatch is how many keys one probe of activeDedupeSQL looks up.
-const dedupeBatch = 128
-
-// activeDedupeSQL finds which of dedupeBatch keys an unfinished job holds
-// (unused places are NULL, which matches nothing).
-var activeDedupeSQL = `SELECT dedupe_key FROM jobs WHERE dedupe_key IN (` + placeholders(dedupeBatch) + `)
+// activeDedupeSQL finds which of the keys (a JSON array) an unfinished job
+// holds: one probe for a whole batch of fires instead of one per fire.
+const activeDedupeSQL = `SELECT dedupe_key FROM jobs WHERE dedupe_key IN (SELECT value FROM json_each(?))
 	AND queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED')`
 
 // activeDedupeKeys returns the dedupe keys of the fires' jobs that an
-// unfinished job holds: one probe per dedupeBatch fires instead of one per
-// fire.
+// unfinished job holds.
 func (s *Store) activeDedupeKeys(ctx context.Context, tx *sql.Tx, fires []engine.Fire) (map[string]bool, error) {
-	var keys []any
-	for _, f := range fires {
-		if f.Job != nil && f.Job.Job.DedupeKey != "" {
-			keys = append(keys, f.Job.Job.DedupeKey)
+	var keys []string
+	for i := range fires {
+		if k, _ := fires[i].Dedupe(); k != "" && fires[i].MakesJob() {
+			keys = append(keys, k)
 		}
 	}
 	active := map[string]bool{}
-	for len(keys) > 0 {
-		n := min(len(keys), dedupeBatch)
-		args := make([]any, dedupeBatch)
-		copy(args, keys[:n])
-		keys = keys[n:]
-		st := s.writes.lookup(activeDedupeSQL)
-		var rows *sql.Rows
-		var err error
-		if st != nil {
-			rows, err = tx.StmtContext(ctx, st).QueryContext(ctx, args...)
-		} else {
-			rows, err = tx.QueryContext(ctx, activeDedupeSQL, args...)
-		}
-		if err != nil {
+	if len(keys) == 0 {
+		return active, nil
+	}
+	list, err := json.Marshal(keys)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := s.txQuery(ctx, tx, activeDedupeSQL, string(list))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
 			return nil, err
 		}
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			active[k] = true
+		active[k] = true
+	}
+	return active, rows.Err()
+}
+
+// dueFires gathers schedule fires that make no job (skipped or deduped)
+// and writes them with one fireManySQL, so that a tick of a thousand
+// deduped triggers is one statement.
+type dueFires struct {
+	buf []byte
+	idx map[string]int
+}
+
+func (d *dueFires) add(i int, f *engine.Fire, result string) {
+	if d.idx == nil {
+		d.idx = map[string]int{}
+	}
+	if len(d.buf) == 0 {
+		d.buf = append(d.buf, '[')
+	} else {
+		d.buf = append(d.buf, ',')
+	}
+	name, _ := json.Marshal(f.Trigger)
+	d.buf = append(d.buf, '[')
+	d.buf = append(d.buf, name...)
+	d.buf = append(d.buf, ',')
+	d.buf = strconv.AppendInt(d.buf, ms(f.Due), 10)
+	d.buf = append(d.buf, ',')
+	d.buf = strconv.AppendInt(d.buf, ms(f.Next), 10)
+	d.buf = append(d.buf, `,"`+result+`"]`...)
+	d.idx[f.Trigger] = i
+}
+
+// flush writes the gathered fires and marks those that counted.
+func (d *dueFires) flush(ctx context.Context, s *Store, tx *sql.Tx, out []engine.FireResult) error {
+	if len(d.idx) == 0 {
+		return nil
+	}
+	d.buf = append(d.buf, ']')
+	rows, err := s.txQuery(ctx, tx, fireManySQL, string(d.buf))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			return err
 		}
-		if err := rows.Close(); err != nil {
-			return nil, err
+		if i, ok := d.idx[name]; ok {
+			out[i].Fired = true
 		}
 	}
-	return active, nil
+	d.buf, d.idx = d.buf[:0], nil
+	return rows.Err()
 }
 
 // FireTriggers records many fires in one transaction. The compare on
 // next_fire_at is what makes a tick fire once: a second scheduler, or the
-// same one after a restart, finds the value already moved on.
+// same one after a restart, finds the value already moved on. Schedule
+// fires that make no job are gathered and written together, flushed before
+// any fire that makes a job or names a trigger already gathered, so that
+// fires still apply in order.
 func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.Time) ([]engine.FireResult, error) {
 	out := make([]engine.FireResult, len(fires))
 	var jobIDs []int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		clear(out)
 		jobIDs = make([]int64, len(fires))
 		active, err := s.activeDedupeKeys(ctx, tx, fires)
 		if err != nil {
 			return err
 		}
-		for i, f := range fires {
+		var due dueFires
+		for i := range fires {
+			f := &fires[i]
+			if f.EventID != 0 {
+				if _, err := s.txExec(ctx, tx, markEventDoneSQL, ms(now), f.EventID); err != nil {
+					return err
+				}
+			}
 			// A fire whose job would be deduped (the common case of a
-			// frequent schedule whose last job still runs) is one statement.
+			// frequent schedule whose last job still runs) is written with
+			// the others.
 			dup := false
-			if f.Job != nil && f.Job.Job.DedupeKey != "" {
-				dup = active[f.Job.Job.DedupeKey]
-				if !dup && f.Job.Job.DedupeWindow > 0 {
-					err := s.checkDedupe(ctx, tx, &f.Job.Job)
+			if key, window := f.Dedupe(); f.MakesJob() && key != "" {
+				dup = active[key]
+				if !dup && window > 0 {
+					err := s.checkDedupe(ctx, tx, &engine.CreateJobParams{DedupeKey: key, DedupeWindow: window, Now: now})
 					if err != nil && !errors.Is(err, engine.ErrDuplicate) {
 						return err
 					}
 					dup = err != nil
 				}
 			}
-			result := "skipped"
-			if dup {
+			if _, seen := due.idx[f.Trigger]; seen || f.Due.IsZero() || (f.MakesJob() && !dup) {
+				if err := due.flush(ctx, s, tx, out); err != nil {
+					return err
+				}
+			}
+			out[i].Deduped = dup
+			result := "job"
+			switch {
+			case dup:
 				result = "deduped"
+			case !f.MakesJob():
+				result = "skipped"
+			}
+			if result != "job" && !f.Due.IsZero() {
+				due.add(i, f, result)
+				continue
 			}
 			var r sql.Result
-			var err error
 			if f.Due.IsZero() {
 				r, err = s.txExec(ctx, tx, fireEventSQL, ms(now), result, f.Trigger)
 			} else {
@@ -274,18 +364,27 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 				return err
 			}
 			if n, _ := r.RowsAffected(); n == 0 {
+				out[i].Deduped = false
 				continue
 			}
-			out[i].Fired, out[i].Deduped = true, dup
-			if f.Job == nil || dup {
+			out[i].Fired = true
+			if result != "job" {
+				continue
+			}
+			p, err := f.JobParams()
+			if err != nil {
+				out[i].Err = err
+				if _, err := s.txExec(ctx, tx, fireResultSQL, "skipped", nil, f.Trigger); err != nil {
+					return err
+				}
 				continue
 			}
 			var id int64
-			job, err := s.enqueueJob(ctx, tx, f.Job)
+			job, err := s.enqueueJob(ctx, tx, p)
 			if job != nil {
 				id = job.ID
 			}
-			result, jobID := "job", sql.NullInt64{Int64: id, Valid: true}
+			jobID := sql.NullInt64{Int64: id, Valid: true}
 			switch {
 			case errors.Is(err, engine.ErrDuplicate): // a job of this batch took the key
 				out[i].Deduped, result, jobID = true, "deduped", sql.NullInt64{}
@@ -296,6 +395,15 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 			}
 			if _, err := s.txExec(ctx, tx, fireResultSQL, result, jobID, f.Trigger); err != nil {
 				return err
+			}
+		}
+		if err := due.flush(ctx, s, tx, out); err != nil {
+			return err
+		}
+		// A gathered fire that did not count was not deduped either.
+		for i := range out {
+			if !out[i].Fired {
+				out[i].Deduped = false
 			}
 		}
 		return nil

@@ -69,8 +69,8 @@ func (c *stmtCache) lookup(query string) *sql.Stmt {
 
 // writeCachedSQL are the write-connection statements prepared at open
 // (see prepare) and run by txExec and txQueryRow.
-var writeCachedSQL = []string{fireDueSQL, fireEventSQL, fireResultSQL, dedupeActiveSQL, dedupeWindowSQL, activeDedupeSQL,
-	jobCountersSQL, attemptTenSQL, attemptOneSQL}
+var writeCachedSQL = []string{fireDueSQL, fireEventSQL, fireResultSQL, fireManySQL, appendEventSQL, markEventDoneSQL,
+	dedupeActiveSQL, dedupeWindowSQL, activeDedupeSQL, jobCountersSQL, attemptTenSQL, attemptOneSQL}
 
 // txExec runs a statement prepared at open in tx (unprepared when it is
 // not one of writeCachedSQL).
@@ -79,6 +79,14 @@ func (s *Store) txExec(ctx context.Context, tx *sql.Tx, query string, args ...an
 		return tx.StmtContext(ctx, st).ExecContext(ctx, args...)
 	}
 	return tx.ExecContext(ctx, query, args...)
+}
+
+// txQuery is txExec for a read (or a write RETURNING rows).
+func (s *Store) txQuery(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if st := s.writes.lookup(query); st != nil {
+		return tx.StmtContext(ctx, st).QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
 }
 
 // txQueryRow is txExec for a single-row read.

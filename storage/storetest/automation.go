@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ var automationTests = []subtest{
 	{"FireOncePerDue", testFireOncePerDue},
 	{"DedupeActive", testDedupeActive},
 	{"DedupeWindow", testDedupeWindow},
+	{"FireBuildsLazily", testFireBuildsLazily},
 	{"Leadership", testLeadership},
 	{"WorkersReclaim", testWorkersReclaim},
 }
@@ -82,6 +84,28 @@ func testTriggersCRUD(t *testing.T, e *env) {
 	sch, err := e.s.ListTriggers(e.ctx, &engine.ListTriggersParams{Kind: engine.TriggerSchedule})
 	require.NoError(t, err)
 	require.Len(t, sch, 1)
+	upd := *all[0]
+	upd.Cron, upd.TZ, upd.Enabled, upd.Priority = "0 3 * * *", "Europe/Paris", false, 7
+	upd.DedupeWindow, upd.Payload = engine.Duration(2*time.Minute), json.RawMessage(`{"b":"x"}`)
+	moved := next.Add(time.Hour)
+	upd.NextFireAt = &moved
+	got, err := e.s.UpdateTrigger(e.ctx, &upd, e.advance(time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "0 3 * * *", got.Cron)
+	require.Equal(t, "Europe/Paris", got.TZ)
+	require.False(t, got.Enabled)
+	require.Equal(t, 7, got.Priority)
+	require.Equal(t, 2*time.Minute, got.DedupeWindow.D())
+	require.JSONEq(t, `{"b":"x"}`, string(got.Payload))
+	requireTime(t, moved, *got.NextFireAt)
+	requireTime(t, e.now(), got.UpdatedAt)
+	requireTime(t, tr.CreatedAt, got.CreatedAt)
+	back, err := e.s.ListTriggers(e.ctx, &engine.ListTriggersParams{Kind: engine.TriggerSchedule})
+	require.NoError(t, err)
+	require.False(t, back[0].Enabled, "the update is stored")
+	_, err = e.s.UpdateTrigger(e.ctx, &engine.Trigger{Name: "nope", Kind: engine.TriggerSchedule, Cron: "@daily", TZ: "UTC",
+		Pipeline: engine.DefaultPipeline}, e.now())
+	require.True(t, engine.IsNotFound(err), "%v", err)
 	require.NoError(t, e.s.DeleteTrigger(e.ctx, "nightly"))
 	require.True(t, engine.IsNotFound(e.s.DeleteTrigger(e.ctx, "nightly")))
 }
@@ -197,6 +221,71 @@ func testDedupeWindow(t *testing.T, e *env) {
 	e.advance(2 * time.Second)
 	_, err = e.s.EnqueueJob(e.ctx, e.triggerJob("w", 5*time.Minute))
 	require.NoError(t, err, "after the window")
+}
+
+// A fire given Build instead of Job is built only when it will enqueue:
+// never when its key is held or its tick already handled; a Build error
+// counts the fire as skipped. Many deduped fires in one batch each move
+// their own trigger, whatever their due times.
+func testFireBuildsLazily(t *testing.T, e *env) {
+	due := e.now()
+	held, err := e.s.EnqueueJob(e.ctx, e.triggerJob("trigger:held", 0))
+	require.NoError(t, err)
+	builds := map[string]int{}
+	fire := func(name, key string, due time.Time, fail bool) engine.Fire {
+		return engine.Fire{Trigger: name, Due: due, Next: due.Add(time.Minute), DedupeKey: key,
+			Build: func() (*engine.EnqueueJobParams, error) {
+				builds[name]++
+				if fail {
+					return nil, engine.FieldErrorf("payload", "cannot render")
+				}
+				return e.triggerJob(key, 0), nil
+			}}
+	}
+	var fires []engine.Fire
+	for i := range 5 {
+		name := fmt.Sprintf("held%d", i)
+		d := due.Add(-time.Duration(i) * time.Second)
+		e.scheduleTrigger(name, d)
+		fires = append(fires, fire(name, "trigger:held", d, false))
+	}
+	e.scheduleTrigger("free", due)
+	e.scheduleTrigger("broken", due)
+	e.scheduleTrigger("stale", due.Add(time.Hour))
+	fires = append(fires, fire("free", "trigger:free", due, false), fire("broken", "trigger:broken", due, true),
+		fire("stale", "trigger:stale", due, false))
+	res, err := e.s.FireTriggers(e.ctx, fires, e.now())
+	require.NoError(t, err)
+	for i := range 5 {
+		require.True(t, res[i].Fired, "held%d", i)
+		require.True(t, res[i].Deduped, "held%d", i)
+		require.Nil(t, res[i].Job)
+	}
+	require.True(t, res[5].Fired)
+	require.NotNil(t, res[5].Job, "the free key's job is built and enqueued")
+	require.True(t, res[6].Fired, "a fire whose job cannot be built still counts")
+	require.Nil(t, res[6].Job)
+	require.Error(t, res[6].Err)
+	require.False(t, res[7].Fired, "a due already handled")
+	require.False(t, res[7].Deduped)
+	require.Equal(t, map[string]int{"free": 1, "broken": 1}, builds, "held keys and handled ticks build nothing")
+	ts, err := e.s.ListTriggers(e.ctx, &engine.ListTriggersParams{})
+	require.NoError(t, err)
+	byName := map[string]*engine.Trigger{}
+	for _, tr := range ts {
+		byName[tr.Name] = tr
+	}
+	for i := range 5 {
+		tr := byName[fmt.Sprintf("held%d", i)]
+		require.Equal(t, "deduped", tr.LastResult)
+		requireTime(t, due.Add(-time.Duration(i)*time.Second+time.Minute), *tr.NextFireAt)
+	}
+	require.Equal(t, "job", byName["free"].LastResult)
+	require.Equal(t, res[5].Job.ID, byName["free"].LastJobID)
+	require.Equal(t, "skipped", byName["broken"].LastResult)
+	requireTime(t, due.Add(time.Minute), *byName["broken"].NextFireAt)
+	requireTime(t, due.Add(time.Hour), *byName["stale"].NextFireAt)
+	require.NotEqual(t, held.ID, res[5].Job.ID)
 }
 
 func testLeadership(t *testing.T, e *env) {

@@ -1,8 +1,8 @@
 // Automation: the allowlisted commands (definitions), the triggers that
 // start jobs on schedules and events (next fire time in each trigger's own
 // zone), and the worker processes by heartbeat, with stale ones flagged.
-// GET /api/definitions, /api/triggers, /api/workers; admins may remove a
-// trigger (DELETE /api/triggers/{name}).
+// GET /api/definitions, /api/triggers, /api/workers; admins may enable or
+// disable a trigger (PATCH /api/triggers/{name}) and remove one (DELETE).
 
 import * as api from "../api";
 import { h } from "../dom";
@@ -80,7 +80,7 @@ export function triggersPage(me: api.Me): Page {
     intro: "Schedules (cron in the trigger's own time zone) and Sluice's events that start jobs. Next fire times are shown in each trigger's zone.",
     empty: 'No triggers yet. Add one with: sluice trigger add NAME --cron "0 2 * * *" --tz America/New_York --definition KEY',
     cls: "triggers",
-    head: ["Name", "On", "Runs", "Next fire", "Last", "Dedupe", "Missed", ""],
+    head: ["Name", "Enabled", "On", "Runs", "Next fire", "Last", "Dedupe", "Missed", ""],
     load: async () => (await api.get<{ triggers: Trigger[] }>("/api/triggers")).triggers,
     row: (t, reload, note) => {
       const rm = h("button", { type: "button", "aria-label": `Remove trigger ${t.name}` }, "Remove") as HTMLButtonElement;
@@ -96,6 +96,28 @@ export function triggersPage(me: api.Me): Page {
           rm.disabled = false;
         }
       };
+      // The toggle: a disabled schedule fires no tick; enabled again, it
+      // starts from its next tick (missed ones are not run).
+      const toggle = h("input", {
+        type: "checkbox",
+        class: "enabled",
+        "aria-label": `Trigger ${t.name} enabled`,
+        checked: t.enabled,
+        disabled: !admin,
+      }) as HTMLInputElement;
+      toggle.onchange = async () => {
+        const enabled = toggle.checked;
+        toggle.disabled = true;
+        try {
+          await api.call("PATCH", `/api/triggers/${encodeURIComponent(t.name)}`, { body: { enabled } });
+          note.info(`Trigger ${t.name} ${enabled ? "enabled" : "disabled"}.`);
+          await reload();
+        } catch (e) {
+          note.error(e);
+          toggle.checked = !enabled;
+          toggle.disabled = false;
+        }
+      };
       const on = t.kind === "schedule" ? `${t.cron} (${t.tz})` : `event ${t.event}`;
       const runs = t.definition ? `command ${t.definition}` : `pipeline ${t.pipeline}`;
       const last = t.lastResult ? `${t.lastResult}${t.lastJobId ? ` (job ${t.lastJobId})` : ""} ${fmt.time(t.lastFireAt)}` : "";
@@ -103,9 +125,10 @@ export function triggersPage(me: api.Me): Page {
         "tr",
         { "data-trigger": t.name },
         h("td", null, t.name),
+        h("td", null, toggle),
         h("td", null, on),
         h("td", null, runs),
-        h("td", { class: "next-fire" }, t.nextFireLocal ?? (t.kind === "event" ? "on event" : "")),
+        h("td", { class: "next-fire" }, !t.enabled ? "disabled" : (t.nextFireLocal ?? (t.kind === "event" ? "on event" : ""))),
         h("td", null, last),
         h("td", null, t.dedupeWindow && t.dedupeWindow !== "0s" ? t.dedupeWindow : "while running"),
         h("td", null, t.kind === "schedule" ? (t.missed ?? "skip") : ""),
