@@ -55,6 +55,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"hostrates", hostRateTests},
 		{"sources", sourceTests},
 		{"automation", automationTests},
+		{"blobs", blobTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
