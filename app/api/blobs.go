@@ -36,17 +36,11 @@ func (s *Server) itemImage(w http.ResponseWriter, r *http.Request, c *caller) er
 // serveItemBlob streams the blob keyOf names for the caller's item. Only
 // keys under the item's own job are served, whatever its result says.
 func (s *Server) serveItemBlob(w http.ResponseWriter, r *http.Request, c *caller, what string, keyOf func(*engine.Item) string) error {
-	id, err := pathID(r, "id", "item")
+	it, err := s.itemFromPath(r, c)
 	if err != nil {
 		return err
 	}
-	it, err := s.store.GetItem(r.Context(), id)
-	if engine.IsNotFound(err) || (err == nil && it.UserID != c.user.ID && !c.user.IsAdmin()) {
-		return engine.Errorf(engine.ENOTFOUND, "item %d not found", id)
-	}
-	if err != nil {
-		return err
-	}
+	id := it.ID
 	key := keyOf(it)
 	if key == "" || !strings.HasPrefix(key, engine.JobBlobKey(it.JobID, "")) {
 		return engine.Errorf(engine.ENOTFOUND, "item %d has no stored %s", id, what)
