@@ -885,7 +885,7 @@ func parseSize(s string) (int, int, error) {
 }
 
 // checkImageResults checks that every item of the job is DONE with the
-// image's size, a hash and a thumbnail file, and returns how many distinct
+// image's size, a hash and a stored thumbnail, and returns how many distinct
 // thumbnails there are.
 func checkImageResults(ctx context.Context, data string, jobID int64, n, w, h int) (int, error) {
 	s, err := sqlite.Open(ctx, filepath.Join(data, DBFile), sqlite.Options{})
@@ -909,7 +909,7 @@ func checkImageResults(ctx context.Context, data string, jobID int64, n, w, h in
 		if r.Width != w || r.Height != h || r.SHA256 == "" || r.PHash == "" || r.Camera == "" || r.ExifDate == "" {
 			return fmt.Errorf("item %d: incomplete result %s", it.ID, it.Result)
 		}
-		if _, err := os.Stat(filepath.Join(data, filepath.FromSlash(r.Thumbnail))); err != nil {
+		if _, err := s.StatBlob(ctx, r.Thumbnail); err != nil {
 			return fmt.Errorf("item %d: thumbnail: %w", it.ID, err)
 		}
 		thumbs[r.Thumbnail] = true

@@ -161,7 +161,7 @@ Environment:
 		newHostsCmd(g), newStatsCmd(g),
 		newSourceCmd(g), newSourcesCmd(g),
 		newDefinitionCmd(g), newDefinitionsCmd(g), newTriggerCmd(g), newTriggersCmd(g), newWorkersCmd(g),
-		newBenchCmd(g), newVersionCmd(g),
+		newMigrateStoreCmd(g), newBenchCmd(g), newVersionCmd(g),
 	)
 	for _, c := range root.Commands() {
 		c.SilenceUsage = true

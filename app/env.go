@@ -254,14 +254,20 @@ func (e *Env) ensureBuiltins(ctx context.Context) error {
 	return err
 }
 
-// newRegistry returns the processors this binary offers; thumbnails go
-// under the data directory.
-func newRegistry(data string, defs engine.DefinitionGetter) (*engine.Registry, *hostlimit.Limiter) {
+// newRegistry returns the processors this binary offers; images are read
+// from and thumbnails written to the store's blobs (under the data
+// directory only without a store).
+func newRegistry(data string, store engine.Store) (*engine.Registry, *hostlimit.Limiter) {
+	var defs engine.DefinitionGetter
+	var blobs engine.BlobStore
+	if store != nil {
+		defs, blobs = store, store
+	}
 	reg := engine.NewRegistry()
 	// One limiter per process: every http stage to a host shares its pace.
 	hosts := hostlimit.New(hostlimit.Config{})
 	reg.Register(httpproc.Kind, httpproc.NewFactory(hosts))
-	reg.Register("image", imageproc.New(imageproc.Config{ThumbDir: filepath.Join(data, "thumbs")}))
+	reg.Register("image", imageproc.New(imageproc.Config{Blobs: blobs, ThumbDir: filepath.Join(data, "thumbs")}))
 	reg.Register(engine.CommandKind, engine.NewCommandFactory(engine.CommandProcessorConfig{
 		Definitions: defs, WorkDir: filepath.Join(data, "commands")}))
 	return reg, hosts

@@ -4,15 +4,27 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 )
 
-// ImageFile is one image to ingest: the item's input is its metadata, and
-// the image processor reads the file at Path.
+// ImageFile is one image to ingest: the item's input is its metadata.
+// IngestImages copies the file at Path into the store's blobs and records
+// the key in Blob; the image processor reads it there, so a worker on any
+// machine sharing the store can process it.
 type ImageFile struct {
-	Path      string `json:"path"`
+	// Blob is the key of the stored copy (set by IngestImages).
+	Blob string `json:"blob,omitempty"`
+	// Path is where the file was read from; kept in the input as a
+	// reference unless Spooled.
+	Path      string `json:"path,omitempty"`
 	Name      string `json:"name"`
 	Size      int64  `json:"size"`
 	MediaType string `json:"mediaType,omitempty"`
+	// Spooled marks Path as a temporary copy (an upload) that means
+	// nothing once ingested: it is left out of the input.
+	Spooled bool `json:"-"`
 }
 
 // imageBatch is how many image items one insert transaction carries.
@@ -47,6 +59,11 @@ func (g *Ingester) IngestImages(ctx context.Context, req IngestRequest, files []
 	}
 	batch := make([]NewItem, 0, min(len(files), imageBatch))
 	for i, f := range files {
+		if f.Blob == "" {
+			if f, err = g.storeImage(ctx, job.ID, int64(i+1), f); err != nil {
+				return fail(err)
+			}
+		}
 		in, err := json.Marshal(f)
 		if err != nil {
 			return fail(fmt.Errorf("encode image %s: %w", f.Path, err))
@@ -73,4 +90,46 @@ func (g *Ingester) IngestImages(ctx context.Context, req IngestRequest, files []
 	g.log.Debug("image job ingested", "job_id", job.ID, "images", res.Rows)
 	g.notifier.Notify()
 	return res, nil
+}
+
+// storeImage copies the image file of item seq into the job's blobs
+// ("jobs/<job>/in/<seq>-<name>") and returns f with the key, streaming it
+// one chunk at a time.
+func (g *Ingester) storeImage(ctx context.Context, jobID, seq int64, f ImageFile) (ImageFile, error) {
+	r, err := os.Open(f.Path)
+	if err != nil {
+		return f, Errorf(EINVALID, "%s: %v", f.Name, err)
+	}
+	defer r.Close()
+	key := JobBlobKey(jobID, fmt.Sprintf("in/%d-%s", seq, SafeFileName(f.Name)))
+	b, err := g.store.PutBlob(ctx, &PutBlobParams{Key: key, JobID: jobID, MediaType: f.MediaType, Body: r, Now: g.clock.Now()})
+	if err != nil {
+		return f, fmt.Errorf("store image %s: %w", f.Name, err)
+	}
+	f.Blob, f.Size = b.Key, b.Size
+	if f.Spooled {
+		f.Path = ""
+	}
+	return f, nil
+}
+
+// SafeFileName keeps the letters, digits, dot, dash and underscore of a
+// file's base name (its last 80 bytes at most, no leading dot), for a
+// readable blob key or spool file name.
+func SafeFileName(name string) string {
+	name = filepath.Base(strings.ReplaceAll(name, `\`, "/"))
+	var b strings.Builder
+	for _, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := b.String()
+	if len(out) > 80 {
+		out = out[len(out)-80:]
+	}
+	return strings.TrimLeft(out, ".")
 }

@@ -23,6 +23,7 @@ type Store interface {
 	HostRateStore
 	SourceStore
 	AutomationStore
+	BlobStore
 
 	// PutPipeline creates or replaces a pipeline by name, bumping its
 	// version, and returns the stored pipeline.
@@ -69,8 +70,9 @@ type Store interface {
 	// turns the job's PENDING items into SKIPPED with reason "canceled";
 	// items running then finish and keep their outcome.
 	SetJobState(ctx context.Context, p *SetJobStateParams) (*Job, error)
-	// DeleteJob removes a job with its items and attempts and returns the
-	// removed job's stored file, if any, for the caller to delete.
+	// DeleteJob removes a job with its items, attempts and blobs and
+	// returns the removed job's stored file, if any, for the caller to
+	// delete.
 	DeleteJob(ctx context.Context, id int64) (*File, error)
 
 	// ClaimItems claims up to p.Limit due PENDING items of runnable jobs in

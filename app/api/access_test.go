@@ -39,6 +39,9 @@ func TestAccessMatrix(t *testing.T) {
 		for _, role := range roles {
 			n++
 			j := h.ownerJob(3)
+			if strings.HasSuffix(rt.Pattern, "/thumbnail") || strings.HasSuffix(rt.Pattern, "/image") {
+				j = h.ownerImageJob()
+			}
 			page, _ := h.st.ListItems(t.Context(), listAll(j.ID))
 			itemID := page.Items[0].ID
 			if strings.HasSuffix(rt.Pattern, "/resume") {

@@ -11,6 +11,8 @@ import (
 	"image/color"
 	"image/png"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -197,10 +199,25 @@ func TestUploadXLSXAndImages(t *testing.T) {
 	require.Equal(t, ImagePipeline, j.Pipeline)
 	page, err := h.st.ListItems(t.Context(), &engine.ListItemsParams{JobID: j.ID, WithInput: true, Limit: 10})
 	require.NoError(t, err)
-	for _, it := range page.Items {
-		require.Contains(t, string(it.Input), h.data, "images are kept under the data directory")
-		require.NotContains(t, string(it.Input), "/etc/blue", "a path in the file name cannot escape the upload folder")
+	want := [][]byte{pngOf(color.RGBA{255, 0, 0, 255}), pngOf(color.RGBA{0, 0, 255, 255})}
+	for i, it := range page.Items {
+		var in engine.ImageFile
+		require.NoError(t, json.Unmarshal(it.Input, &in))
+		require.Empty(t, in.Path, "the spooled upload is not referenced")
+		require.True(t, strings.HasPrefix(in.Blob, fmt.Sprintf("jobs/%d/in/", j.ID)), "images are kept in the store: %s", in.Blob)
+		require.NotContains(t, in.Blob, "/etc/", "a path in the file name cannot escape the job's keys")
+		resp, body := h.get(fmt.Sprintf("/api/items/%d/image", it.ID), h.ownerTok)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+		require.Equal(t, "image/png", resp.Header.Get("Content-Type"))
+		require.Equal(t, want[i], body, "the stored copy is the uploaded file")
+		resp, _ = h.get(fmt.Sprintf("/api/items/%d/image", it.ID), h.otherTok)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "another user's image is not served")
+		resp, body = h.get(fmt.Sprintf("/api/items/%d/thumbnail", it.ID), h.ownerTok)
+		require.Equal(t, http.StatusNotFound, resp.StatusCode, "no thumbnail before an image stage ran: %s", body)
 	}
+	spool, err := os.ReadDir(filepath.Join(h.data, "uploads", "tmp"))
+	require.NoError(t, err)
+	require.Empty(t, spool, "spooled uploads are removed once stored")
 }
 
 func TestJSONItems(t *testing.T) {
@@ -661,4 +678,46 @@ func TestSourcesListed(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 	resp, body = h.do(request{method: "POST", path: "/api/sources/inbox/scan", token: h.adminTok})
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+}
+
+// TestImageBlobs: an image job's stored file and its thumbnail are served
+// from the store's blobs, and go with the job when it is deleted.
+func TestImageBlobs(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	j := h.ownerImageJob()
+	page, err := h.st.ListItems(t.Context(), &engine.ListItemsParams{JobID: j.ID, WithInput: true, Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, page.Items, 1)
+	it := page.Items[0]
+	require.Equal(t, engine.ItemDone, it.Status, "%s", it.LastError)
+	var res struct {
+		Thumbnail string `json:"thumbnail"`
+		Width     int    `json:"width"`
+	}
+	require.NoError(t, json.Unmarshal(it.Result, &res))
+	require.Equal(t, 40, res.Width)
+	require.True(t, strings.HasPrefix(res.Thumbnail, fmt.Sprintf("jobs/%d/thumbs/", j.ID)), res.Thumbnail)
+
+	resp, body := h.get(fmt.Sprintf("/api/items/%d/thumbnail", it.ID), h.ownerTok)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Equal(t, "image/jpeg", resp.Header.Get("Content-Type"))
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Equal(t, "jpeg", format)
+	require.Equal(t, 40, cfg.Width)
+	resp, body = h.get(fmt.Sprintf("/api/items/%d/image", it.ID), h.ownerTok)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	_, format, err = image.DecodeConfig(bytes.NewReader(body))
+	require.NoError(t, err)
+	require.Equal(t, "png", format)
+
+	var in engine.ImageFile
+	require.NoError(t, json.Unmarshal(it.Input, &in))
+	resp, body = h.do(request{method: "DELETE", path: fmt.Sprintf("/api/jobs/%d", j.ID), token: h.ownerTok})
+	require.Equal(t, http.StatusNoContent, resp.StatusCode, "%s", body)
+	for _, key := range []string{in.Blob, res.Thumbnail} {
+		_, err := h.st.StatBlob(t.Context(), key)
+		require.True(t, engine.IsNotFound(err), "blob %s after the job was deleted: %v", key, err)
+	}
 }

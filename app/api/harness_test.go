@@ -6,10 +6,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/color"
+	"image/png"
 	"io"
 	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/engine/imageproc"
 	"github.com/sluicehq/sluice/storage/sqlite"
 )
 
@@ -61,6 +66,7 @@ func newHarness(t *testing.T, opts ...harnessOpt) *harness {
 	ing, err := engine.NewIngester(engine.IngesterConfig{Store: st, Notifier: notif})
 	require.NoError(t, err)
 	reg := engine.NewRegistry()
+	reg.Register("image", imageproc.New(imageproc.Config{Blobs: st}))
 	h := &harness{t: t, st: st, ing: ing, notif: notif, reg: reg, data: data, ownerPassword: "owner-password-1"}
 	cfg := Config{Store: st, Ingester: ing, PoolStats: func() map[string]sql.DBStats { return st.PoolStats() }, Notifier: notif, Registry: reg, DataDir: data, PendingView: true,
 		ScanSource: func(_ context.Context, name string) (any, error) {
@@ -197,6 +203,29 @@ func (h *harness) ownerJob(n int) *engine.Job {
 	j, err := h.ing.Enqueue(h.t.Context(), engine.EnqueueRequest{UserID: h.owner.ID, Pipeline: engine.DefaultPipeline, Name: "t", Source: "api", Rows: rows})
 	require.NoError(h.t, err)
 	return j
+}
+
+// ownerImageJob ingests one small PNG for the owner through a pipeline of
+// the image processor and processes it: its item has a stored image and a
+// stored thumbnail.
+func (h *harness) ownerImageJob() *engine.Job {
+	h.t.Helper()
+	_, err := h.st.PutPipeline(h.t.Context(), &engine.PutPipelineParams{Pipeline: &engine.Pipeline{Name: "images-test",
+		Stages: []engine.Stage{{Processor: "image"}}}, Now: time.Now()})
+	require.NoError(h.t, err)
+	img := image.NewRGBA(image.Rect(0, 0, 40, 30))
+	for x := range 40 {
+		img.Set(x, x%30, color.RGBA{200, 10, 10, 255})
+	}
+	var b bytes.Buffer
+	require.NoError(h.t, png.Encode(&b, img))
+	path := filepath.Join(h.t.TempDir(), "pic.png")
+	require.NoError(h.t, os.WriteFile(path, b.Bytes(), 0o600))
+	res, err := h.ing.IngestImages(h.t.Context(), engine.IngestRequest{UserID: h.owner.ID, Pipeline: "images-test", Name: "pic",
+		Source: "api"}, []engine.ImageFile{{Path: path, Name: "pic.png", Size: int64(b.Len()), MediaType: "image/png"}})
+	require.NoError(h.t, err)
+	h.drain()
+	return res.Job
 }
 
 // drain processes everything due with a runner in the test.

@@ -343,19 +343,26 @@ type itemDetail struct {
 	Attempts []*engine.Attempt `json:"attemptHistory"`
 }
 
-func (s *Server) getItem(w http.ResponseWriter, r *http.Request, c *caller) error {
+// itemFromPath returns the item named by the path's {id} when the caller
+// may see it; another user's item looks exactly like a missing one.
+func (s *Server) itemFromPath(r *http.Request, c *caller) (*engine.Item, error) {
 	id, err := pathID(r, "id", "item")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	it, err := s.store.GetItem(r.Context(), id)
 	if engine.IsNotFound(err) || (err == nil && it.UserID != c.user.ID && !c.user.IsAdmin()) {
-		return engine.Errorf(engine.ENOTFOUND, "item %d not found", id)
+		return nil, engine.Errorf(engine.ENOTFOUND, "item %d not found", id)
 	}
+	return it, err
+}
+
+func (s *Server) getItem(w http.ResponseWriter, r *http.Request, c *caller) error {
+	it, err := s.itemFromPath(r, c)
 	if err != nil {
 		return err
 	}
-	atts, err := s.store.ListAttempts(r.Context(), id)
+	atts, err := s.store.ListAttempts(r.Context(), it.ID)
 	if err != nil {
 		return err
 	}

@@ -201,6 +201,8 @@ func (s *Server) routes() []route {
 		{"POST", "/api/jobs/{id}/reprocess", signedIn, s.reprocess},
 		{"POST", "/api/jobs/{id}/kickoff", signedIn, s.kickoff},
 		{"GET", "/api/items/{id}", signedIn, s.getItem},
+		{"GET", "/api/items/{id}/thumbnail", signedIn, s.itemThumbnail},
+		{"GET", "/api/items/{id}/image", signedIn, s.itemImage},
 		{"GET", "/api/pending", signedIn, s.pending},
 		{"GET", "/api/pipelines", signedIn, s.listPipelines},
 		{"GET", "/api/pipelines/{name}", signedIn, s.getPipeline},

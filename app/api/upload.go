@@ -14,7 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/tabular"
@@ -174,8 +173,9 @@ func (f *uploadForm) set(field, v string) error {
 
 // createFromUpload streams the parts: a CSV is ingested straight from the
 // request; an XLSX is spooled to a temporary file (a workbook is read by
-// random access); images are kept under the data directory (their items
-// point at them) and become one job.
+// random access); images are spooled under the data directory, then become
+// one job whose ingest copies them into the store's blobs (readable by
+// every worker machine) and the spool files are removed.
 func (s *Server) createFromUpload(r *http.Request, c *caller) (*createOut, error) {
 	mr, err := r.MultipartReader()
 	if err != nil {
@@ -246,11 +246,12 @@ func (s *Server) createFromUpload(r *http.Request, c *caller) (*createOut, error
 		}
 		res, err := s.cfg.Ingester.IngestImages(r.Context(), engine.IngestRequest{UserID: c.user.ID, Pipeline: pipeline, Name: name,
 			Source: "upload", Priority: form.priority}, images)
+		// The ingest copied the spooled images into the store's blobs.
+		s.removeImages(images)
 		if res != nil && res.Job != nil {
 			out.Jobs = append(out.Jobs, createdJob{JobID: res.Job.ID, File: name, Items: res.Rows, State: string(res.Job.State)})
 		}
 		if err != nil {
-			s.removeImages(images)
 			return out, err
 		}
 	}
@@ -401,14 +402,14 @@ func (s *Server) ingestXLSX(r *http.Request, c *caller, name string, in io.Reade
 	return s.ingestResult(name, res, err)
 }
 
-// saveImage keeps an uploaded image under uploads/<day>/ with a unique
-// name: its item reads it there.
+// saveImage spools an uploaded image under uploads/tmp/ with a unique
+// name, until the image job's ingest copies it into the store.
 func (s *Server) saveImage(name, mt string, in io.Reader) (*engine.ImageFile, error) {
-	dir, err := s.uploadDir(time.Now().UTC().Format("20060102"))
+	dir, err := s.uploadDir("tmp")
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(dir, "*-"+safeName(name))
+	f, err := os.CreateTemp(dir, "*-"+engine.SafeFileName(name))
 	if err != nil {
 		return nil, fmt.Errorf("save image: %w", err)
 	}
@@ -420,29 +421,11 @@ func (s *Server) saveImage(name, mt string, in io.Reader) (*engine.ImageFile, er
 		os.Remove(f.Name())
 		return nil, uploadErr(err)
 	}
-	return &engine.ImageFile{Path: f.Name(), Name: name, Size: n, MediaType: mt}, nil
+	return &engine.ImageFile{Path: f.Name(), Name: name, Size: n, MediaType: mt, Spooled: true}, nil
 }
 
 func (s *Server) removeImages(images []engine.ImageFile) {
 	for _, im := range images {
 		os.Remove(im.Path)
 	}
-}
-
-// safeName keeps letters, digits, dot, dash and underscore of a file name.
-func safeName(name string) string {
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '-', r == '_':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	out := b.String()
-	if len(out) > 80 {
-		out = out[len(out)-80:]
-	}
-	return strings.TrimLeft(out, ".")
 }

@@ -1,7 +1,8 @@
 // Package imageproc is the "image" processor: for one image file it reports
 // the format, dimensions, sha256, a perceptual hash (64-bit dHash), the EXIF
 // date, camera, orientation and GPS position of JPEGs, and writes a small
-// JPEG thumbnail under the data directory.
+// JPEG thumbnail, kept in the store's blob store (or under the data
+// directory when the processor has no blob store).
 //
 // Every check that can fail cheaply runs before the image is decoded: the
 // file size, the header (format and declared dimensions, so a decompression
@@ -14,6 +15,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/engine"
 	"golang.org/x/sync/semaphore"
@@ -45,9 +47,15 @@ const (
 // Config configures the image processor factory; the zero value of each
 // field means its default.
 type Config struct {
-	// ThumbDir is where thumbnails are written (normally <data dir>/thumbs);
-	// "" means no thumbnails. The result names a thumbnail relative to the
-	// parent of ThumbDir ("thumbs/<sha256>.jpg").
+	// Blobs, when set, is where images ingested into the store are read
+	// from and where thumbnails are written (under the item's job), so that
+	// any machine sharing the store can process and show them.
+	Blobs engine.BlobStore
+	// Now stamps the thumbnails stored in Blobs; default time.Now.
+	Now func() time.Time
+	// ThumbDir is where thumbnails are written when Blobs is nil (normally
+	// <data dir>/thumbs); "" means no thumbnails then. The result names a
+	// thumbnail relative to the parent of ThumbDir ("thumbs/<sha256>.jpg").
 	ThumbDir string
 	// ThumbSize is the longest side of a thumbnail in pixels, default 256.
 	// A stage may override it with {"thumbSize": N}.
@@ -71,6 +79,9 @@ type StageConfig struct {
 }
 
 func (c Config) withDefaults() Config {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	if c.ThumbSize <= 0 {
 		c.ThumbSize = DefaultThumbSize
 	}

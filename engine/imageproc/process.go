@@ -13,8 +13,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
 
 	// Standard library decoders.
 	_ "image/gif"
@@ -35,7 +33,11 @@ type Processor struct {
 
 // Input is the part of an image item's input the processor reads.
 type Input struct {
-	// Path is the absolute path of the image file.
+	// Blob is the key of the image in the store's blob store (where
+	// ingest puts it, so that a worker on any machine can read it).
+	Blob string `json:"blob,omitempty"`
+	// Path is the absolute path of the image file; read only when Blob is
+	// empty (items ingested before images were kept in the store).
 	Path string `json:"path"`
 }
 
@@ -52,8 +54,9 @@ type Result struct {
 	// PHash is the 64-bit difference hash of the oriented image, 16 hex
 	// digits; similar images have hashes at a small Hamming distance.
 	PHash string `json:"phash"`
-	// Thumbnail is the thumbnail's path relative to the data directory
-	// ("thumbs/<sha256>.jpg"); absent when thumbnails are off.
+	// Thumbnail is the thumbnail's blob key ("jobs/<job>/thumbs/<sha256>.jpg")
+	// when the processor has a blob store, else its path relative to the
+	// data directory ("thumbs/<sha256>.jpg"); absent when thumbnails are off.
 	Thumbnail string `json:"thumbnail,omitempty"`
 	// ExifDate is DateTimeOriginal (or DateTime) as written by the camera.
 	ExifDate string `json:"exifDate,omitempty"`
@@ -72,18 +75,39 @@ func (p *Processor) Process(ctx context.Context, t *engine.Task) (json.RawMessag
 	if err := json.Unmarshal(t.Input, &in); err != nil {
 		return nil, engine.Permanent(fmt.Errorf("image: input is not a JSON object: %v", err))
 	}
-	if in.Path == "" {
-		return nil, engine.Permanent(errors.New(`image: input has no "path" field`))
+	var res *Result
+	var err error
+	switch {
+	case in.Blob != "" && p.cfg.Blobs != nil:
+		res, err = p.processBlob(ctx, t.Item, in.Blob)
+	case in.Blob != "":
+		return nil, engine.Permanent(errors.New("image: the input is a stored blob but this processor has no blob store"))
+	case in.Path != "":
+		res, err = p.processFile(ctx, t.Item, in.Path)
+	default:
+		return nil, engine.Permanent(errors.New(`image: input has no "blob" or "path" field`))
 	}
-	res, err := p.processFile(ctx, in.Path)
 	if err != nil {
 		return nil, err
 	}
 	return json.Marshal(res)
 }
 
+// processBlob does the work of Process for the stored blob under key.
+func (p *Processor) processBlob(ctx context.Context, it *engine.Item, key string) (*Result, error) {
+	r, err := p.cfg.Blobs.OpenBlob(ctx, key)
+	if err != nil {
+		if engine.IsNotFound(err) {
+			return nil, engine.Permanent(fmt.Errorf("image: stored file not found: %s", key))
+		}
+		return nil, fmt.Errorf("image: open %s: %w", key, err)
+	}
+	defer r.Close()
+	return p.processReader(ctx, it, key, r, r.Size())
+}
+
 // processFile does the work of Process for the file at name.
-func (p *Processor) processFile(ctx context.Context, name string) (*Result, error) {
+func (p *Processor) processFile(ctx context.Context, it *engine.Item, name string) (*Result, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -99,9 +123,15 @@ func (p *Processor) processFile(ctx context.Context, name string) (*Result, erro
 	if !st.Mode().IsRegular() {
 		return nil, engine.Permanent(fmt.Errorf("image: %s is not a regular file", name))
 	}
-	if st.Size() > p.cfg.MaxFileBytes {
+	return p.processReader(ctx, it, name, f, st.Size())
+}
+
+// processReader analyses the image read by f (size bytes, named name in
+// errors): it seeks back to the start between its passes.
+func (p *Processor) processReader(ctx context.Context, it *engine.Item, name string, f io.ReadSeeker, size int64) (*Result, error) {
+	if size > p.cfg.MaxFileBytes {
 		return nil, engine.Permanent(fmt.Errorf("image: %s is %d bytes, more than the limit of %d",
-			name, st.Size(), p.cfg.MaxFileBytes))
+			name, size, p.cfg.MaxFileBytes))
 	}
 
 	// The header first: format and declared dimensions, before any
@@ -140,12 +170,8 @@ func (p *Processor) processFile(ctx context.Context, name string) (*Result, erro
 	res.SHA256 = sum
 	small = orient(small, res.Orientation)
 	res.PHash = dHash(small)
-	if p.cfg.ThumbDir != "" {
-		file := p.thumbName(sum)
-		if err := writeThumb(filepath.Join(p.cfg.ThumbDir, file), small); err != nil {
-			return nil, fmt.Errorf("image: write thumbnail: %w", err)
-		}
-		res.Thumbnail = path.Join(filepath.Base(filepath.Clean(p.cfg.ThumbDir)), file)
+	if err := p.saveThumb(ctx, it, res, small); err != nil {
+		return nil, fmt.Errorf("image: write thumbnail: %w", err)
 	}
 	return res, nil
 }
@@ -153,7 +179,7 @@ func (p *Processor) processFile(ctx context.Context, name string) (*Result, erro
 // decodeSmall decodes the image within the decode budget, hashing the file
 // as it is read, and returns it shrunk to the thumbnail size together with
 // the file's hex sha256. The full-size image is garbage once it returns.
-func (p *Processor) decodeSmall(ctx context.Context, f *os.File, cfg image.Config, progressive bool) (
+func (p *Processor) decodeSmall(ctx context.Context, f io.ReadSeeker, cfg image.Config, progressive bool) (
 	small *image.RGBA, sum string, err error) {
 	want := min(estimateBytes(cfg, progressive), p.cfg.DecodeBudget)
 	if err := p.budget.Acquire(ctx, want); err != nil {

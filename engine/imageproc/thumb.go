@@ -2,6 +2,8 @@ package imageproc
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"image"
@@ -9,7 +11,10 @@ import (
 	"image/jpeg"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // ThumbQuality is the JPEG quality of thumbnails.
@@ -201,4 +206,43 @@ func writeThumb(name string, img image.Image) (err error) {
 		return err
 	}
 	return os.Rename(tmp.Name(), name)
+}
+
+// saveThumb stores the thumbnail of an analysed image and names it in
+// res.Thumbnail: in the blob store under the item's job when the processor
+// has one (so the API of any machine can serve it), else under ThumbDir.
+// A thumbnail already stored is not written again.
+func (p *Processor) saveThumb(ctx context.Context, it *engine.Item, res *Result, small image.Image) error {
+	file := p.thumbName(res.SHA256)
+	if p.cfg.Blobs != nil {
+		var job int64
+		key := "thumbs/" + file
+		if it != nil && it.JobID != 0 {
+			job, key = it.JobID, engine.JobBlobKey(it.JobID, key)
+		}
+		if _, err := p.cfg.Blobs.StatBlob(ctx, key); err == nil {
+			res.Thumbnail = key
+			return nil
+		} else if !engine.IsNotFound(err) {
+			return err
+		}
+		var buf bytes.Buffer
+		if err := jpeg.Encode(&buf, small, &jpeg.Options{Quality: ThumbQuality}); err != nil {
+			return err
+		}
+		if _, err := p.cfg.Blobs.PutBlob(ctx, &engine.PutBlobParams{Key: key, JobID: job, MediaType: "image/jpeg",
+			Body: &buf, Now: p.cfg.Now()}); err != nil {
+			return err
+		}
+		res.Thumbnail = key
+		return nil
+	}
+	if p.cfg.ThumbDir == "" {
+		return nil
+	}
+	if err := writeThumb(filepath.Join(p.cfg.ThumbDir, file), small); err != nil {
+		return err
+	}
+	res.Thumbnail = path.Join(filepath.Base(filepath.Clean(p.cfg.ThumbDir)), file)
+	return nil
 }

@@ -135,9 +135,12 @@ func (s *Store) FailJob(ctx context.Context, p *engine.FailJobParams) (*engine.J
 // index.
 const deleteAttemptsSQL = `DELETE FROM item_attempts WHERE item_id IN (SELECT id FROM job_items WHERE job_id = ?)`
 
-// dropRows removes a failed job's items and attempts and zeroes its
+// dropRows removes a failed job's items, attempts and blobs and zeroes its
 // counters, in the caller's transaction (which holds the job's row lock).
 func dropRows(ctx context.Context, tx pgx.Tx, jobID int64) error {
+	if err := deleteBlobRows(ctx, tx, `job_id = ?`, jobID); err != nil {
+		return err
+	}
 	if _, err := exec(ctx, tx, deleteAttemptsSQL, jobID); err != nil {
 		return err
 	}
@@ -285,7 +288,7 @@ func (s *Store) SetJobState(ctx context.Context, p *engine.SetJobStateParams) (*
 	return s.GetJob(ctx, p.JobID)
 }
 
-// DeleteJob removes a job, its items and attempts, and its file record.
+// DeleteJob removes a job, its items, attempts and blobs, and its file record.
 func (s *Store) DeleteJob(ctx context.Context, id int64) (*engine.File, error) {
 	var file *engine.File
 	err := s.tx(ctx, func(tx pgx.Tx) error {
@@ -304,6 +307,9 @@ func (s *Store) DeleteJob(ctx context.Context, id int64) (*engine.File, error) {
 			return err
 		}
 		if _, err := exec(ctx, tx, `DELETE FROM job_items WHERE job_id = ?`, id); err != nil {
+			return err
+		}
+		if err := deleteBlobRows(ctx, tx, `job_id = ?`, id); err != nil {
 			return err
 		}
 		if _, err := exec(ctx, tx, `DELETE FROM jobs WHERE id = ?`, id); err != nil {

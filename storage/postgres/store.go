@@ -198,6 +198,10 @@ func (s *Store) migrate(ctx context.Context) error {
 // Schema returns the PostgreSQL schema the store lives in.
 func (s *Store) Schema() string { return s.schema }
 
+// Pool returns the store's connection pool, for tools that work on its
+// tables as a whole (storecopy copies a SQLite store into them).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
 // Close stops the listener and closes the pool; closing twice is safe.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {

@@ -149,9 +149,12 @@ func (s *Store) FailJob(ctx context.Context, p *engine.FailJobParams) (*engine.J
 	return s.writerJob(ctx, p.JobID)
 }
 
-// dropRows removes a failed job's items and attempts and zeroes its
+// dropRows removes a failed job's items, attempts and blobs and zeroes its
 // counters, in the caller's transaction.
 func dropRows(ctx context.Context, tx *sql.Tx, jobID int64) error {
+	if err := deleteBlobRows(ctx, tx, `job_id = ?`, jobID); err != nil {
+		return err
+	}
 	var first, last sql.NullInt64
 	if err := tx.QueryRowContext(ctx, `SELECT first_item_id, last_item_id FROM jobs WHERE id = ?`, jobID).Scan(&first, &last); err != nil {
 		return err
@@ -304,7 +307,7 @@ func (s *Store) SetJobState(ctx context.Context, p *engine.SetJobStateParams) (*
 	return s.writerJob(ctx, p.JobID)
 }
 
-// DeleteJob removes a job, its items and attempts, and its file record.
+// DeleteJob removes a job, its items, attempts and blobs, and its file record.
 func (s *Store) DeleteJob(ctx context.Context, id int64) (*engine.File, error) {
 	var file *engine.File
 	err := s.tx(ctx, func(tx *sql.Tx) error {
@@ -331,6 +334,9 @@ func (s *Store) DeleteJob(ctx context.Context, id int64) (*engine.File, error) {
 				first.Int64, last.Int64, id); err != nil {
 				return err
 			}
+		}
+		if err := deleteBlobRows(ctx, tx, `job_id = ?`, id); err != nil {
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, `DELETE FROM jobs WHERE id = ?`, id); err != nil {
 			return err

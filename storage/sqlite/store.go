@@ -383,6 +383,10 @@ func notFound(what string, id any) error {
 
 func durationUS(us int64) time.Duration { return time.Duration(us) * time.Microsecond }
 
+// ReadDB returns the store's read pool, for tools that read its tables as
+// a whole (storecopy copies them into PostgreSQL).
+func (s *Store) ReadDB() *sql.DB { return s.r }
+
 // PoolStats returns the statistics of the write connection and the read
 // pool (for metrics: time spent waiting for a connection).
 func (s *Store) PoolStats() map[string]sql.DBStats {

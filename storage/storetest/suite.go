@@ -59,6 +59,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"sources", sourceTests},
 		{"automation", automationTests},
 		{"outbox", outboxTests},
+		{"blobs", blobTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
