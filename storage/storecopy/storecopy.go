@@ -45,7 +45,8 @@ var Tables = []Table{
 	{Name: "pipelines", Key: []string{"name"}},
 	{Name: "jobs", Key: []string{"id"}, Identity: "id"},
 	{Name: "job_items", Key: []string{"id"}, Identity: "id"},
-	{Name: "item_attempts", Key: []string{"id"}, Identity: "id"},
+	// Keyed by (item_id, id) on PostgreSQL (migration 6).
+	{Name: "item_attempts", Key: []string{"item_id", "id"}, Identity: "id"},
 	{Name: "host_rates", Key: []string{"host"}},
 	{Name: "sources", Key: []string{"name"}},
 	{Name: "source_objects", Key: []string{"id"}, Identity: "id"},
@@ -54,6 +55,9 @@ var Tables = []Table{
 	{Name: "blobs", Key: []string{"id"}, Identity: "id"},
 	// 1 MiB each: a few per transaction.
 	{Name: "blob_chunks", Key: []string{"blob_id", "n"}, Batch: 8},
+	// Events not yet fired (and handled ones not yet pruned): the new
+	// store's scheduler fires what the appliance had not.
+	{Name: "event_outbox", Key: []string{"id"}, Identity: "id"},
 }
 
 // stateTable records the progress of a copy in the target.

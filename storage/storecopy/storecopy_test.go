@@ -63,6 +63,9 @@ func fill(t *testing.T) *filled {
 	_, err = st.CreateTrigger(ctx, &engine.Trigger{Name: "after", Kind: engine.TriggerEvent, Event: engine.EventJobFinished,
 		Pipeline: engine.DefaultPipeline, Enabled: true}, now)
 	require.NoError(t, err)
+	require.NoError(t, st.AppendEvents(ctx, &engine.AppendEventsParams{Origin: "box:1:1", Now: now, Events: []engine.Event{
+		{Name: engine.EventJobFinished, Subject: "job:1", At: now, Data: map[string]any{"jobId": float64(1)}},
+	}}))
 
 	// Two jobs of 1,200 rows; most of the first are processed, some fail.
 	for j := range 2 {
@@ -239,6 +242,7 @@ func requireSameStore(t *testing.T, f *filled, dst *postgres.Store) {
 	})
 	same("definitions", func(s engine.Store) (any, error) { return s.ListDefinitions(ctx) })
 	same("triggers", func(s engine.Store) (any, error) { return s.ListTriggers(ctx, &engine.ListTriggersParams{}) })
+	same("pending events", func(s engine.Store) (any, error) { return s.PendingEvents(ctx, &engine.PendingEventsParams{Limit: 10}) })
 	same("blob", func(s engine.Store) (any, error) {
 		return s.StatBlob(ctx, engine.JobBlobKey(f.jobs[0].ID, "in/1-a.jpg"))
 	})
