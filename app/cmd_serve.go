@@ -130,7 +130,9 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 	defer stopSrv()
 	srv.Start(srvCtx)
 
-	fmt.Fprintf(g.stdout, "sluice %s serving %s (data in %s)\n", Version, base, env.Data)
+	// The serving line and the sign-in link go out in one write, so that a
+	// reader of the first line has the link as well.
+	intro := fmt.Sprintf("sluice %s serving %s (data in %s)\n", Version, base, env.Data)
 	first, err := api.NeedsFirstSignIn(ctx, env.Store)
 	if err != nil {
 		return err
@@ -140,8 +142,9 @@ func runServe(cmd *cobra.Command, g *globals, f *serveFlags) error {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(g.stdout, "No account can sign in yet. Open this one-time link to sign in as the local admin:\n  %s\n", link)
+		intro += fmt.Sprintf("No account can sign in yet. Open this one-time link to sign in as the local admin:\n  %s\n", link)
 	}
+	fmt.Fprint(g.stdout, intro)
 
 	errCh := make(chan error, 2)
 	go func() {

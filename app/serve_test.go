@@ -48,7 +48,8 @@ collect:
 			intro = append(intro, line)
 			if i := strings.Index(line, "serving http://"); i >= 0 {
 				base = strings.Fields(line[i+len("serving "):])[0]
-				// The sign-in lines, when there are any, follow at once.
+				// The sign-in lines, when there are any, come in the same
+				// write (cmd_serve); the wait only gives the scanner time.
 				more = time.After(500 * time.Millisecond)
 			}
 		case <-more:
