@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -76,4 +77,26 @@ func DecodeEventData(s string) (map[string]any, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// PendingEventsSQL selects the oldest pending events in the order
+// ScanStoredEvent reads them; both stores run it.
+const PendingEventsSQL = `SELECT id, name, subject, data, origin, at FROM event_outbox
+		WHERE done_at IS NULL ORDER BY id LIMIT ?`
+
+// ScanStoredEvent reads one row of PendingEventsSQL through scan (the Scan
+// of database/sql or pgx rows).
+func ScanStoredEvent(scan func(dest ...any) error) (*StoredEvent, error) {
+	var ev StoredEvent
+	var data string
+	var at int64
+	if err := scan(&ev.ID, &ev.Name, &ev.Subject, &data, &ev.Origin, &at); err != nil {
+		return nil, fmt.Errorf("pending events: %w", err)
+	}
+	var err error
+	if ev.Data, err = DecodeEventData(data); err != nil {
+		return nil, fmt.Errorf("pending event %d: %w", ev.ID, err)
+	}
+	ev.At = time.UnixMilli(at).UTC()
+	return &ev, nil
 }

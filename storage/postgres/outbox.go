@@ -41,25 +41,18 @@ func (s *Store) AppendEvents(ctx context.Context, p *engine.AppendEventsParams) 
 
 // PendingEvents returns the oldest pending events.
 func (s *Store) PendingEvents(ctx context.Context, p *engine.PendingEventsParams) ([]*engine.StoredEvent, error) {
-	rows, err := query(ctx, s.pool, `SELECT id, name, subject, data, origin, at FROM event_outbox
-		WHERE done_at IS NULL ORDER BY id LIMIT ?`, max(p.Limit, 1))
+	rows, err := query(ctx, s.pool, engine.PendingEventsSQL, max(p.Limit, 1))
 	if err != nil {
 		return nil, fmt.Errorf("pending events: %w", err)
 	}
 	defer rows.Close()
 	var out []*engine.StoredEvent
 	for rows.Next() {
-		var ev engine.StoredEvent
-		var data string
-		var at int64
-		if err := rows.Scan(&ev.ID, &ev.Name, &ev.Subject, &data, &ev.Origin, &at); err != nil {
-			return nil, fmt.Errorf("pending events: %w", err)
+		ev, err := engine.ScanStoredEvent(rows.Scan)
+		if err != nil {
+			return nil, err
 		}
-		if ev.Data, err = engine.DecodeEventData(data); err != nil {
-			return nil, fmt.Errorf("pending event %d: %w", ev.ID, err)
-		}
-		ev.At = fromMS(at)
-		out = append(out, &ev)
+		out = append(out, ev)
 	}
 	return out, rows.Err()
 }
