@@ -150,10 +150,14 @@ func (s *desktopSmoke) start(wctx context.Context, d *Desktop) {
 		s.pass("the page loaded and listed the jobs through Go")
 		// 1. The page's own upload (the file picker's change event): a
 		// POST with a multipart body must reach Go through WebKit.
-		wruntime.WindowExecJS(wctx, `(function(){var dt=new DataTransfer();`+
+		// The page asks for the jobs beside /api/me and draws once both
+		// are in, so the picker may not be there yet: look for it first.
+		wruntime.WindowExecJS(wctx, `(function(){var t0=Date.now();(function look(){`+
+			`var inp=document.getElementById("new-files");`+
+			`if(!inp){if(Date.now()-t0<20000)setTimeout(look,50);return}`+
+			`var dt=new DataTransfer();`+
 			`dt.items.add(new File([`+jsString(smokeCSV)+`], "smoke-upload.csv", {type:"text/csv"}));`+
-			`var inp=document.getElementById("new-files");inp.files=dt.files;`+
-			`inp.dispatchEvent(new Event("change",{bubbles:true}));})()`)
+			`inp.files=dt.files;inp.dispatchEvent(new Event("change",{bubbles:true}));})()})()`)
 		if !s.waitFor(ctx, "the page's upload (POST /api/jobs answered 201)", func(e smokeSeen) bool {
 			return e.Method == "POST" && e.URI == "/api/jobs" && e.Status == http.StatusCreated
 		}) {
