@@ -307,10 +307,12 @@ func (d *dueFires) flush(ctx context.Context, s *Store, tx *sql.Tx, out []engine
 // fires still apply in order.
 func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.Time) ([]engine.FireResult, error) {
 	out := make([]engine.FireResult, len(fires))
-	var jobIDs []int64
+	// The jobs made, as the enqueue read them back inside the transaction:
+	// given out only once it has committed.
+	var jobs []*engine.Job
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		clear(out)
-		jobIDs = make([]int64, len(fires))
+		jobs = make([]*engine.Job, len(fires))
 		active, err := s.activeDedupeKeys(ctx, tx, fires)
 		if err != nil {
 			return err
@@ -391,7 +393,7 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 			case err != nil:
 				return fmt.Errorf("trigger %s: %w", f.Trigger, err)
 			default:
-				jobIDs[i] = id
+				jobs[i] = job
 			}
 			if _, err := s.txExec(ctx, tx, fireResultSQL, result, jobID, f.Trigger); err != nil {
 				return err
@@ -411,14 +413,7 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 	if err != nil {
 		return nil, fmt.Errorf("fire triggers: %w", err)
 	}
-	for i, id := range jobIDs {
-		if id == 0 {
-			continue
-		}
-		j, err := s.writerJob(ctx, id)
-		if err != nil {
-			return nil, err
-		}
+	for i, j := range jobs {
 		out[i].Job = j
 	}
 	return out, nil
