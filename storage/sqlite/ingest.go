@@ -159,12 +159,6 @@ func (w *itemInserter) exec(rows int, lean bool) error {
 	return nil
 }
 
-// check validates one item and counts it; it reports whether the item fits
-// the lean row shape.
-func (w *itemInserter) check(it *engine.NewItem) (lean bool, err error) {
-	return checkItem(it, &w.res)
-}
-
 // checkItem checks a new item against what res has seen (seqs rise; status
 // PENDING or SKIPPED) and counts it in res; it reports whether the item fits
 // the lean row shape (PENDING, no error, normalised form equal to input).
@@ -203,7 +197,7 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 		items = items[len(chunk):]
 		lean := true
 		for i := range chunk {
-			ok, err := w.check(&chunk[i])
+			ok, err := checkItem(&chunk[i], &w.res)
 			if err != nil {
 				return w.res, err
 			}
@@ -215,15 +209,7 @@ func (s *Store) insertItems(ctx context.Context, tx *sql.Tx, jobID, userID int64
 				w.args = append(w.args, it.Seq, jsonText(it.Input))
 				continue
 			}
-			st := it.Status
-			if st == "" {
-				st = engine.ItemPending
-			}
-			var norm any
-			if it.Input == nil || !sameJSON(it.Input, it.Normalized) {
-				norm = jsonText(it.Normalized)
-			}
-			w.args = append(w.args, it.Seq, jsonText(it.Input), norm, string(st), nullStr(it.LastError))
+			w.args = fullRow(w.args, it)
 		}
 		if err := w.exec(len(chunk), lean); err != nil {
 			return w.res, err
@@ -243,11 +229,16 @@ func jsonText(b []byte) any {
 }
 
 // itemRow checks a new item and counts it in res (checkItem), then appends
-// its own five values.
+// its five values (fullRow).
 func itemRow(args []any, it *engine.NewItem, res *inserted) ([]any, error) {
 	if _, err := checkItem(it, res); err != nil {
 		return args, err
 	}
+	return fullRow(args, it), nil
+}
+
+// fullRow appends an item's five values of the full row shape.
+func fullRow(args []any, it *engine.NewItem) []any {
 	st := it.Status
 	if st == "" {
 		st = engine.ItemPending
@@ -258,7 +249,7 @@ func itemRow(args []any, it *engine.NewItem, res *inserted) ([]any, error) {
 	if it.Input == nil || !sameJSON(it.Input, it.Normalized) {
 		norm = jsonText(it.Normalized)
 	}
-	return append(args, it.Seq, jsonText(it.Input), norm, string(st), nullStr(it.LastError)), nil
+	return append(args, it.Seq, jsonText(it.Input), norm, string(st), nullStr(it.LastError))
 }
 
 // insertOneItemSQL inserts the item of a one-item job (API calls, triggers,
