@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/engine/adapt"
+	"github.com/sluicehq/sluice/engine/export"
 	"github.com/sluicehq/sluice/engine/hostlimit"
 )
 
@@ -74,9 +75,9 @@ type Server struct {
 	// series keeps the last minutes of the stats (stats_series.go).
 	series *statsRecorder
 	// colCache keeps grid columns between requests.
-	colCache columnsCache
+	colCache jobCache[[]export.Column]
 	// markCache keeps the grids' position indexes (?at=).
-	markCache marksCache
+	markCache jobCache[*engine.ItemMarks]
 	// touched remembers when a token's last use was last written, so a
 	// busy script does not write on every request.
 	touchMu sync.Mutex
@@ -108,6 +109,7 @@ func New(cfg Config) (*Server, error) {
 		logins: newLoginLimiter(), touched: map[int64]time.Time{}, done: make(chan struct{}),
 		series: newStatsRecorder(),
 	}
+	s.colCache.limit, s.markCache.limit = columnsCacheLimit, marksCacheLimit
 	s.reg = prometheus.NewRegistry()
 	s.metrics = newMetrics(s, s.reg)
 	s.events = newHub(s)
