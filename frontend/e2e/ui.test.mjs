@@ -157,15 +157,17 @@ test("the UI, end to end", { timeout: 8 * 60_000 }, async (t) => {
       const g = document.querySelector(".grid-scroll");
       g.scrollTop = (g.scrollHeight - g.clientHeight) * 0.37;
     });
+    // Wait for the rows of the new position: until the grid has drawn it,
+    // the rows of the bottom (the step before) are still on screen.
+    const want = Math.round((BIG - 1) * 0.37);
     await until(`(() => { const rs = [...document.querySelectorAll(".grid-scroll .row:not([hidden])")];
-      return rs.length > 5 && rs.every((r) => r.dataset.seq) })()`, 40_000);
+      return rs.length > 5 && Math.abs(Number(rs[0].dataset.index) - ${want}) < 40 && rs.every((r) => r.dataset.seq) })()`, 40_000);
     const shown = await page.evaluate(() =>
       [...document.querySelectorAll(".grid-scroll .row:not([hidden])")].map((r) => ({ index: Number(r.dataset.index), seq: Number(r.dataset.seq), aria: Number(r.getAttribute("aria-rowindex")) })),
     );
     // The big job's rows were ingested in order and are all PENDING: row
     // index i (0-based) is the item of seq i+1, and aria-rowindex counts
     // the header row.
-    const want = Math.round((BIG - 1) * 0.37);
     assert.ok(Math.abs(shown[0].index - want) < 40, `the first row on screen is near row ${want}: ${shown[0].index}`);
     for (const r of shown) {
       assert.equal(r.seq, r.index + 1, `row ${r.index} shows seq ${r.seq}`);
