@@ -32,7 +32,25 @@ type BlobStore interface {
 	StatBlob(ctx context.Context, key string) (*Blob, error)
 	// DeleteBlob removes a blob; a missing key is no error.
 	DeleteBlob(ctx context.Context, key string) error
+	// PruneBlobs removes the blobs left half-written (their writer died
+	// or lost its connection before the blob became visible) whose write
+	// began before p.Before, with their chunks, and returns how many. A
+	// writer still running on a pruned blob gets an error from PutBlob,
+	// never a blob with missing chunks.
+	PruneBlobs(ctx context.Context, p *PruneBlobsParams) (int, error)
 }
+
+// PruneBlobsParams are the arguments of BlobStore.PruneBlobs.
+type PruneBlobsParams struct {
+	// Before: only blobs whose write began (PutBlobParams.Now) before it
+	// are removed.
+	Before time.Time
+}
+
+// ErrBlobGone is what PutBlob returns when its half-written blob was
+// removed under it (by PruneBlobs, or with its job) before it could be
+// made visible.
+var ErrBlobGone = errors.New("the half-written blob was removed before it was complete (its job was deleted, or it was pruned as abandoned)")
 
 // Blob is the record of a stored blob.
 type Blob struct {

@@ -39,6 +39,9 @@ type RunnerConfig struct {
 	// StaleIngestAfter fails INGESTING jobs without a heartbeat for this
 	// long (their ingest process died); default 2m.
 	StaleIngestAfter time.Duration
+	// AbandonedBlobAfter removes blobs whose write began this long ago
+	// and never finished (BlobStore.PruneBlobs); default 24h.
+	AbandonedBlobAfter time.Duration
 	// CompleteBatch caps the outcomes written in one transaction; default 4096.
 	CompleteBatch int
 	// MaxJobsPerClaim spreads a claim over this many jobs; default 8.
@@ -169,6 +172,9 @@ func NewRunner(c RunnerConfig) (*Runner, error) {
 	}
 	if c.StaleIngestAfter <= 0 {
 		c.StaleIngestAfter = 2 * time.Minute
+	}
+	if c.AbandonedBlobAfter <= 0 {
+		c.AbandonedBlobAfter = 24 * time.Hour
 	}
 	if c.CompleteBatch <= 0 {
 		c.CompleteBatch = 4096

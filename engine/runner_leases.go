@@ -57,8 +57,11 @@ func (r *Runner) renewLoop(ctx context.Context) {
 func (r *Runner) reapLoop(ctx context.Context) {
 	t := time.NewTicker(r.cfg.ReapInterval)
 	defer t.Stop()
+	var blobsPruned time.Time
 	for {
-		r.reapOnce(ctx)
+		if r.reapOnce(ctx) {
+			r.pruneBlobs(ctx, &blobsPruned)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -67,14 +70,16 @@ func (r *Runner) reapLoop(ctx context.Context) {
 	}
 }
 
-func (r *Runner) reapOnce(ctx context.Context) {
+// reapOnce reclaims expired leases and fails stale ingests when this
+// process is the reaper, and reports whether it is.
+func (r *Runner) reapOnce(ctx context.Context) bool {
 	if r.cfg.Reaper != nil {
 		lead, err := r.cfg.Reaper.TryLead(ctx)
 		if err != nil && ctx.Err() == nil {
 			r.log.Warn("reaper election failed", "err", err)
 		}
 		if !lead {
-			return // another process reaps
+			return false // another process reaps
 		}
 	}
 	now := r.clock.Now()
@@ -83,7 +88,7 @@ func (r *Runner) reapOnce(ctx context.Context) {
 		if ctx.Err() == nil {
 			r.log.Warn("reaping expired leases failed", "err", err)
 		}
-		return
+		return true
 	}
 	if n > 0 {
 		r.stats.reaped.Add(int64(n))
@@ -102,9 +107,35 @@ func (r *Runner) reapOnce(ctx context.Context) {
 		if ctx.Err() == nil {
 			r.log.Warn("failing stale ingests failed", "err", err)
 		}
-		return
+		return true
 	}
 	for _, j := range jobs {
 		r.log.Warn("job failed: ingest interrupted", "job_id", j.ID, "rows", j.Counts.Total())
+	}
+	return true
+}
+
+// blobPruneEvery is how often the reaper looks for abandoned blobs.
+const blobPruneEvery = 10 * time.Minute
+
+// pruneBlobs removes, at most every blobPruneEvery, the blobs whose writer
+// began more than AbandonedBlobAfter ago and never finished (a process
+// killed while it stored an image or an upload): they are invisible, but
+// they hold their chunks' space until removed.
+func (r *Runner) pruneBlobs(ctx context.Context, last *time.Time) {
+	now := r.clock.Now()
+	if now.Sub(*last) < blobPruneEvery {
+		return
+	}
+	*last = now
+	n, err := r.store.PruneBlobs(ctx, &PruneBlobsParams{Before: now.Add(-r.cfg.AbandonedBlobAfter)})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("pruning abandoned blobs failed", "err", err)
+		}
+		return
+	}
+	if n > 0 {
+		r.log.Info("abandoned half-written blobs removed", "blobs", n)
 	}
 }

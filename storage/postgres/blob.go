@@ -35,7 +35,10 @@ func (s *Store) PutBlob(ctx context.Context, p *engine.PutBlobParams) (*engine.B
 				if err := deleteBlobRows(ctx, tx, `key = ? AND complete`, p.Key); err != nil {
 					return err
 				}
-				_, err := exec(ctx, tx, `UPDATE blobs SET complete = TRUE, size = ?, sha256 = ? WHERE id = ?`, size, sum, id)
+				n, err := exec(ctx, tx, `UPDATE blobs SET complete = TRUE, size = ?, sha256 = ? WHERE id = ?`, size, sum, id)
+				if err == nil && n != 1 {
+					err = engine.ErrBlobGone
+				}
 				return err
 			})
 			if err == nil || try == 3 || !uniqueViolation(err) {
@@ -44,7 +47,7 @@ func (s *Store) PutBlob(ctx context.Context, p *engine.PutBlobParams) (*engine.B
 		}
 	}
 	if err != nil {
-		_ = s.tx(context.WithoutCancel(ctx), func(tx pgx.Tx) error { return deleteBlobRows(ctx, tx, `id = ?`, id) })
+		_ = s.tx(context.WithoutCancel(ctx), func(tx pgx.Tx) error { return deleteBlobByID(ctx, tx, id) })
 		return nil, fmt.Errorf("put blob %s: %w", p.Key, err)
 	}
 	return &engine.Blob{Key: p.Key, JobID: p.JobID, Size: size, SHA256: sum, MediaType: p.MediaType, CreatedAt: fromMS(ms(p.Now))}, nil
@@ -58,6 +61,33 @@ func deleteBlobRows(ctx context.Context, tx pgx.Tx, where string, args ...any) e
 	}
 	_, err := exec(ctx, tx, `DELETE FROM blobs WHERE `+where, args...)
 	return err
+}
+
+// deleteBlobByID deletes the blob id and every chunk written under its id,
+// also when the blob's row is already gone (a writer that went on after
+// its blob was pruned).
+func deleteBlobByID(ctx context.Context, tx pgx.Tx, id int64) error {
+	if _, err := exec(ctx, tx, `DELETE FROM blob_chunks WHERE blob_id = ?`, id); err != nil {
+		return err
+	}
+	_, err := exec(ctx, tx, `DELETE FROM blobs WHERE id = ?`, id)
+	return err
+}
+
+// PruneBlobs implements engine.BlobStore.
+func (s *Store) PruneBlobs(ctx context.Context, p *engine.PruneBlobsParams) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx pgx.Tx) error {
+		const where = `NOT complete AND created_at < ?`
+		if err := queryRow(ctx, tx, `SELECT count(*) FROM blobs WHERE `+where, ms(p.Before)).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		return deleteBlobRows(ctx, tx, where, ms(p.Before))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune half-written blobs: %w", err)
+	}
+	return n, nil
 }
 
 // StatBlob implements engine.BlobStore.

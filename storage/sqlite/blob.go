@@ -1,6 +1,7 @@
 package sqlite
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -42,13 +43,19 @@ func (s *Store) PutBlob(ctx context.Context, p *engine.PutBlobParams) (*engine.B
 			} else if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
-			_, err = tx.ExecContext(ctx, `UPDATE blobs SET complete = 1, size = ?, sha256 = ? WHERE id = ?`, size, sum, id)
-			return err
+			res, err := tx.ExecContext(ctx, `UPDATE blobs SET complete = 1, size = ?, sha256 = ? WHERE id = ?`, size, sum, id)
+			if err != nil {
+				return err
+			}
+			if n, err := res.RowsAffected(); err != nil || n != 1 {
+				return cmp.Or(err, engine.ErrBlobGone)
+			}
+			return nil
 		})
 	}
 	if err != nil {
 		// The half-written blob is invisible; remove it even when ctx ended.
-		_ = s.tx(context.WithoutCancel(ctx), func(tx *sql.Tx) error { return deleteBlobRows(ctx, tx, `id = ?`, id) })
+		_ = s.tx(context.WithoutCancel(ctx), func(tx *sql.Tx) error { return deleteBlobByID(ctx, tx, id) })
 		return nil, fmt.Errorf("put blob %s: %w", p.Key, err)
 	}
 	return &engine.Blob{Key: p.Key, JobID: p.JobID, Size: size, SHA256: sum, MediaType: p.MediaType, CreatedAt: fromMS(ms(p.Now))}, nil
@@ -62,6 +69,33 @@ func deleteBlobRows(ctx context.Context, tx *sql.Tx, where string, args ...any) 
 	}
 	_, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE `+where, args...)
 	return err
+}
+
+// deleteBlobByID deletes the blob id and every chunk written under its id,
+// also when the blob's row is already gone (a writer that went on after
+// its blob was pruned).
+func deleteBlobByID(ctx context.Context, tx *sql.Tx, id int64) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM blob_chunks WHERE blob_id = ?`, id); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `DELETE FROM blobs WHERE id = ?`, id)
+	return err
+}
+
+// PruneBlobs implements engine.BlobStore.
+func (s *Store) PruneBlobs(ctx context.Context, p *engine.PruneBlobsParams) (int, error) {
+	var n int
+	err := s.tx(ctx, func(tx *sql.Tx) error {
+		const where = `complete = 0 AND created_at < ?`
+		if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM blobs WHERE `+where, ms(p.Before)).Scan(&n); err != nil || n == 0 {
+			return err
+		}
+		return deleteBlobRows(ctx, tx, where, ms(p.Before))
+	})
+	if err != nil {
+		return 0, fmt.Errorf("prune half-written blobs: %w", err)
+	}
+	return n, nil
 }
 
 // StatBlob implements engine.BlobStore.

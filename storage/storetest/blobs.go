@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -24,6 +25,7 @@ var blobTests = []subtest{
 	{"Delete", testBlobDelete},
 	{"DeletedWithJob", testBlobDeletedWithJob},
 	{"DeletedWithFailedJob", testBlobDeletedWithFailedJob},
+	{"PruneHalfWritten", testBlobPruneHalfWritten},
 }
 
 // blobBody returns n pseudo-random bytes (seeded, so a failure reproduces).
@@ -189,4 +191,71 @@ func testBlobDeletedWithFailedJob(t *testing.T, e *env) {
 	_, err := e.s.FailJob(e.ctx, &engine.FailJobParams{JobID: j.ID, Reason: "unreadable", Now: e.now()})
 	require.NoError(t, err)
 	e.requireNoBlob(engine.JobBlobKey(j.ID, "in/1.jpg"))
+}
+
+// pausingReader yields one chunk of zeros, then reports on paused that
+// the chunk was handed over (the store has written it when it asks for
+// more) and waits for resume before yielding the rest.
+type pausingReader struct {
+	first, rest int
+	paused      chan struct{}
+	resume      chan struct{}
+}
+
+func (r *pausingReader) Read(p []byte) (int, error) {
+	if r.first == 0 && r.paused != nil {
+		close(r.paused)
+		r.paused = nil
+		<-r.resume
+	}
+	n := &r.first
+	if r.first == 0 {
+		n = &r.rest
+	}
+	if *n == 0 {
+		return 0, io.EOF
+	}
+	k := min(len(p), *n)
+	clear(p[:k])
+	*n -= k
+	return k, nil
+}
+
+// testBlobPruneHalfWritten: PruneBlobs removes a blob whose write began
+// before the cutoff and is not finished, leaves finished blobs alone, and
+// the writer that goes on afterwards gets ErrBlobGone, not a blob with its
+// first chunk missing.
+func testBlobPruneHalfWritten(t *testing.T, e *env) {
+	done := blobBody(300, 9)
+	e.putBlob("done", 0, done)
+	r := &pausingReader{first: engine.BlobChunkSize, rest: 100, paused: make(chan struct{}), resume: make(chan struct{})}
+	paused := r.paused
+	started := e.now()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.s.PutBlob(e.ctx, &engine.PutBlobParams{Key: "k", Body: r, Now: started})
+		errc <- err
+	}()
+	<-paused // chunk 0 is stored; the writer now waits for its body
+
+	e.advance(time.Hour)
+	n, err := e.s.PruneBlobs(e.ctx, &engine.PruneBlobsParams{Before: started})
+	require.NoError(t, err)
+	require.Zero(t, n, "a write that began at the cutoff is not pruned")
+	n, err = e.s.PruneBlobs(e.ctx, &engine.PruneBlobsParams{Before: started.Add(time.Millisecond)})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	e.requireNoBlob("k")
+	require.Equal(t, done, e.readBlob("done"), "a finished blob is never pruned")
+
+	close(r.resume)
+	require.ErrorIs(t, <-errc, engine.ErrBlobGone)
+	e.requireNoBlob("k")
+	n, err = e.s.PruneBlobs(e.ctx, &engine.PruneBlobsParams{Before: e.now()})
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	body := blobBody(engine.BlobChunkSize+7, 10)
+	e.putBlob("k", 0, body)
+	require.Equal(t, body, e.readBlob("k"))
 }
