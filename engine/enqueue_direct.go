@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
@@ -219,3 +220,30 @@ func (g *Ingester) enqueueDirect(ctx context.Context, p *EnqueueJobParams) (*Job
 
 // queued is the number of claimed items waiting for a worker.
 func (r *Runner) queued() int { return len(r.work) }
+
+// OneClaimable reports whether EnqueueJobClaimed claims the job's item:
+// the job has exactly one item, PENDING (no error) with a valid seq.
+func (p *EnqueueJobParams) OneClaimable() bool {
+	if len(p.Items) != 1 {
+		return false
+	}
+	it := &p.Items[0]
+	return (it.Status == "" || it.Status == ItemPending) && it.LastError == "" && it.Seq > 0
+}
+
+// ClaimedItem is the item EnqueueJobClaimed returns for the one item of p,
+// stored as itemID of job jobID: as ClaimItems would return it.
+func (p *EnqueueJobParams) ClaimedItem(c *EnqueueClaim, jobID, itemID int64) *Item {
+	ni := &p.Items[0]
+	// Stores keep milliseconds.
+	at := time.UnixMilli(p.Job.Now.UnixMilli()).UTC()
+	until := time.UnixMilli(p.Job.Now.Add(c.LeaseFor).UnixMilli()).UTC()
+	// As the claim reads it: COALESCE(normalized_json, input_json).
+	norm := ni.Normalized
+	if norm == nil {
+		norm = ni.Input
+	}
+	return &Item{ID: itemID, JobID: jobID, UserID: p.Job.UserID, Pipeline: p.Job.Pipeline, Seq: ni.Seq,
+		Status: ItemProcessing, Attempts: 1, LockedBy: c.WorkerID, LockedAt: &at, LeaseExpiresAt: &until,
+		UpdatedAt: at, RunAt: at, Normalized: append(json.RawMessage(nil), norm...)}
+}
