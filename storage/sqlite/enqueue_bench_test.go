@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -82,4 +83,49 @@ func BenchmarkDurableFloor(b *testing.B) {
 	b.ReportMetric(float64(fsync.Microseconds())/float64(b.N), "fsync-µs")
 	b.ReportMetric(float64(fdatasync.Microseconds())/float64(b.N), "fdatasync-µs")
 	b.ReportMetric(float64(commit.Microseconds())/float64(b.N), "commit-µs")
+}
+
+// BenchmarkEnqueuePlainVsDirect interleaves the two one-item enqueues in
+// one process, so that both see the same moments of the disk: each
+// iteration enqueues one job plainly (then claims and completes it) and
+// one with its item claimed in the enqueue (then completes it), a few
+// milliseconds apart. Reported: the median wall time of each enqueue.
+func BenchmarkEnqueuePlainVsDirect(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "b.db"), Options{})
+	require.NoError(b, err)
+	defer s.Close()
+	ctx := context.Background()
+	params := func() *engine.EnqueueJobParams {
+		return &engine.EnqueueJobParams{Job: engine.CreateJobParams{UserID: 1, Pipeline: "noop", Now: time.Now()},
+			Items: []engine.NewItem{{Seq: 1, Input: []byte(`{"t":"1"}`), Normalized: []byte(`{"t":"1"}`)}}}
+	}
+	complete := func(it *engine.Item) {
+		_, err := s.CompleteItems(ctx, &engine.CompleteItemsParams{WorkerID: "w", Now: time.Now(),
+			Outcomes: []engine.Outcome{{ItemID: it.ID, JobID: it.JobID, Attempt: it.Attempts, Status: engine.ItemDone, Result: it.Normalized, StartedAt: time.Now()}}})
+		require.NoError(b, err)
+	}
+	var plain, direct []time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		_, err := s.EnqueueJob(ctx, params())
+		require.NoError(b, err)
+		plain = append(plain, time.Since(t0))
+		items, err := s.ClaimItems(ctx, &engine.ClaimItemsParams{WorkerID: "w", Limit: 8, LeaseFor: time.Minute, Now: time.Now()})
+		require.NoError(b, err)
+		require.Len(b, items, 1)
+		complete(items[0])
+		time.Sleep(3 * time.Millisecond)
+
+		t0 = time.Now()
+		_, it, err := s.EnqueueJobClaimed(ctx, params(), &engine.EnqueueClaim{WorkerID: "w", LeaseFor: time.Minute})
+		require.NoError(b, err)
+		require.NotNil(b, it)
+		direct = append(direct, time.Since(t0))
+		complete(it)
+		time.Sleep(3 * time.Millisecond)
+	}
+	slices.Sort(plain)
+	slices.Sort(direct)
+	b.ReportMetric(float64(plain[len(plain)/2].Microseconds()), "plain-p50-µs")
+	b.ReportMetric(float64(direct[len(direct)/2].Microseconds()), "direct-p50-µs")
 }
