@@ -27,7 +27,8 @@ type EnqueueRequest struct {
 const MaxEnqueueRows = 10000
 
 // Enqueue stores a job and all its rows in one transaction and wakes the
-// workers of this process.
+// workers of this process; a one-item job's item may instead be handed to
+// an idle worker of this process, claimed in the same transaction.
 func (g *Ingester) Enqueue(ctx context.Context, req EnqueueRequest) (*Job, error) {
 	if len(req.Rows) > MaxEnqueueRows {
 		return nil, FieldErrorf("items", "at most %d rows per request (got %d); upload a file instead", MaxEnqueueRows, len(req.Rows))
@@ -44,11 +45,17 @@ func (g *Ingester) Enqueue(ctx context.Context, req EnqueueRequest) (*Job, error
 		}
 		items[i] = NewItem{Seq: int64(i + 1), Input: row, Normalized: norm, Status: ItemPending}
 	}
-	job, err := g.store.EnqueueJob(ctx, &EnqueueJobParams{
+	p := &EnqueueJobParams{
 		Job: CreateJobParams{UserID: req.UserID, Pipeline: pl.Name, Name: req.Name, Source: req.Source,
 			SourceRef: req.SourceRef, Priority: req.Priority + pl.Priority, MaxAttempts: pl.MaxLeaseAttempts(), RequestCap: pl.MaxRequestsPerJob, Now: g.clock.Now()},
 		Items: items,
-	})
+	}
+	// A one-item job goes straight to an idle worker when one takes it
+	// (enqueue_direct.go).
+	if job, done, err := g.enqueueDirect(ctx, p); done || err != nil {
+		return job, err
+	}
+	job, err := g.store.EnqueueJob(ctx, p)
 	if err != nil {
 		return nil, err
 	}

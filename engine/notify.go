@@ -23,6 +23,9 @@ func (SystemClock) Now() time.Time { return time.Now() }
 type Notifier struct {
 	mu   sync.Mutex
 	subs map[chan struct{}]struct{}
+	// direct are the runners that take items claimed by an enqueue
+	// (enqueue_direct.go).
+	direct directRunners
 }
 
 // NewNotifier returns a notifier with no subscribers.

@@ -96,6 +96,8 @@ type Runner struct {
 	pipes  pipelineCache
 	gates  stageGates
 	cont   contQueue
+	direct directIntake
+	work   chan *Item // the claimed items not yet taken by a worker (set by Run)
 	bounds stageBoundsCache
 	stats  runStats
 	// stopping is set once Run's context ended: nothing new starts.
@@ -121,6 +123,7 @@ type runStats struct {
 	reaped     atomic.Int64
 	released   atomic.Int64
 	handedOff  atomic.Int64
+	direct     atomic.Int64
 	retried    atomic.Int64
 	byStatus   [6]atomic.Int64
 	byClass    sync.Map     // ErrorClass → *atomic.Int64: failed attempts by class
@@ -201,6 +204,7 @@ func NewRunner(c RunnerConfig) (*Runner, error) {
 		inflight: map[int64]*inflightItem{},
 	}
 	r.cont.init()
+	r.direct.init()
 	r.bounds.store = c.Store
 	r.pipes = pipelineCache{store: c.Store, reg: c.Registry, clock: c.Clock, concurrency: c.Concurrency,
 		entries: map[string]*compiledPipeline{}}
@@ -235,6 +239,9 @@ type RunSummary struct {
 	// HandedOff counts stages begun without a claim: the item was kept
 	// for its next stage in the write of the stage before.
 	HandedOff int64 `json:"handedOff"`
+	// Direct counts items claimed in their enqueue transaction and handed
+	// to this runner without a claim (enqueue_direct.go).
+	Direct int64 `json:"direct"`
 	// Busy is the time from the first claim to the last durable outcome.
 	Busy        time.Duration `json:"busyNs"`
 	ItemsPerSec float64       `json:"itemsPerSec"`
@@ -247,8 +254,8 @@ func (r *Runner) Summary() *RunSummary {
 		WorkerID: r.cfg.WorkerID, Claimed: r.stats.claimed.Load(), Completed: r.stats.completed.Load(),
 		Retried: r.stats.retried.Load(), Stale: r.stats.stale.Load(), Reaped: r.stats.reaped.Load(),
 		Claims: r.stats.claims.Load(), Commits: r.stats.commits.Load(), Released: r.stats.released.Load(),
-		HandedOff: r.stats.handedOff.Load(),
-		ByStatus:  map[string]int64{}, ByClass: map[string]int64{},
+		HandedOff: r.stats.handedOff.Load(), Direct: r.stats.direct.Load(),
+		ByStatus: map[string]int64{}, ByClass: map[string]int64{},
 	}
 	r.stats.byClass.Range(func(k, v any) bool {
 		s.ByClass[string(k.(ErrorClass))] = v.(*atomic.Int64).Load()
@@ -277,6 +284,7 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	workCtx, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	work := make(chan *Item, 2*r.cfg.Claim.Max+1)
+	r.work = work
 	outcomes := make(chan Outcome, 2*r.cfg.Claim.Max+1)
 
 	// Once Run's context ends, items still waiting in the local queue are
@@ -319,6 +327,10 @@ func (r *Runner) Run(ctx context.Context) (*RunSummary, error) {
 	}
 
 	err := r.produce(ctx, work)
+	// Items claimed by enqueues for this runner are delivered (or their
+	// slots released) before the shutdown below gives back what never
+	// started.
+	r.direct.end()
 
 	// Shutdown: no more claims; finish what is running, give back what
 	// never started.

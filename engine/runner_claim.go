@@ -45,6 +45,7 @@ func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 		ch, unsub := r.cfg.Notifier.Subscribe()
 		defer unsub()
 		wake = ch
+		defer r.cfg.Notifier.addDirect(r)()
 	}
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
@@ -78,6 +79,7 @@ func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 				continue
 			}
 			errBackoff = 0
+			r.direct.setIdle(len(items) == 0)
 			if len(items) > 0 {
 				for _, it := range items {
 					work <- it

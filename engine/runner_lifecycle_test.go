@@ -131,8 +131,10 @@ func TestRunnerNotifierWakesIdleRunner(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	n := engine.NewNotifier()
-	g := newIngester(t, s, n)
 	wrapped := watch(s)
+	// The wrapped store does not claim in the enqueue (no
+	// engine.EnqueueClaimer): the wake-up path.
+	g := newIngester(t, wrapped, n)
 	finished := make(chan int64, 1)
 	r := newRunner(t, wrapped, engine.RunnerConfig{Notifier: n, PollInterval: 10 * time.Second,
 		OnJobFinished: func(id int64) { finished <- id }})

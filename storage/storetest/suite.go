@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) engine.Store) {
 		{"pipelines", pipelineTests},
 		{"jobs", jobTests},
 		{"ingest", ingestTests},
+		{"enqueueclaim", enqueueClaimTests},
 		{"claim", claimTests},
 		{"complete", completeTests},
 		{"handoff", handOffTests},
