@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -88,6 +89,12 @@ type Store struct {
 	// writes caches prepared statements of the write connection, for
 	// statements run many times in one transaction (trigger fires).
 	writes stmtCache
+
+	// lightBusy and fullBusy are the time spent in write transactions
+	// (lightTx and tx, connection taken to commit returned) in
+	// nanoseconds: the one writer is serial, so its busy time per item
+	// bounds the rate.
+	lightBusy, fullBusy atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -329,7 +336,23 @@ func nullJSON(b []byte) any {
 
 // tx runs fn in one write transaction (BEGIN IMMEDIATE).
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return runTx(ctx, s.w, fn)
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer c.Close()
+	defer timeWrite(&s.fullBusy, time.Now())
+	return runTx(ctx, c, fn)
+}
+
+func timeWrite(sum *atomic.Int64, start time.Time) { sum.Add(int64(time.Since(start))) }
+
+// WriteBusy returns the time spent so far in write transactions of this
+// store, from the moment the write connection was taken to the commit's
+// return (waits for the connection not included): light ones (lightTx:
+// claims, no fsync) and durable ones (tx: completions, ingest, ...).
+func (s *Store) WriteBusy() (light, durable time.Duration) {
+	return time.Duration(s.lightBusy.Load()), time.Duration(s.fullBusy.Load())
 }
 
 // runTx begins a transaction on db (a pool or one connection), runs fn and
@@ -366,6 +389,7 @@ func (s *Store) lightTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer c.Close()
+	defer timeWrite(&s.lightBusy, time.Now())
 	if _, err := c.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
 		return err
 	}
