@@ -91,9 +91,8 @@ type Store struct {
 	writes stmtCache
 
 	// lightBusy and fullBusy are the time spent in write transactions
-	// (lightTx and tx, connection taken to commit returned) in
-	// nanoseconds: the one writer is serial, so its busy time per item
-	// bounds the rate.
+	// (lightTx and tx, BEGIN returned to commit returned) in nanoseconds:
+	// the one writer is serial, so its busy time per item bounds the rate.
 	lightBusy, fullBusy atomic.Int64
 
 	closeOnce sync.Once
@@ -336,34 +335,28 @@ func nullJSON(b []byte) any {
 
 // tx runs fn in one write transaction (BEGIN IMMEDIATE).
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	c, err := s.w.Conn(ctx)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer c.Close()
-	defer timeWrite(&s.fullBusy, time.Now())
-	return runTx(ctx, c, fn)
+	return runTx(ctx, s.w, &s.fullBusy, fn)
 }
 
-func timeWrite(sum *atomic.Int64, start time.Time) { sum.Add(int64(time.Since(start))) }
-
 // WriteBusy returns the time spent so far in write transactions of this
-// store, from the moment the write connection was taken to the commit's
-// return (waits for the connection not included): light ones (lightTx:
-// claims, no fsync) and durable ones (tx: completions, ingest, ...).
+// store, from BEGIN IMMEDIATE's return to the commit's (waits for the
+// connection and the lock not included): light ones (lightTx: claims, no
+// fsync) and durable ones (tx: completions, ingest, ...).
 func (s *Store) WriteBusy() (light, durable time.Duration) {
 	return time.Duration(s.lightBusy.Load()), time.Duration(s.fullBusy.Load())
 }
 
 // runTx begins a transaction on db (a pool or one connection), runs fn and
-// commits, or rolls back when fn fails.
+// commits, or rolls back when fn fails. The time from the begin's return to
+// the end is added to busy.
 func runTx(ctx context.Context, db interface {
 	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, fn func(tx *sql.Tx) error) error {
+}, busy *atomic.Int64, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	defer func(start time.Time) { busy.Add(int64(time.Since(start))) }(time.Now())
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -389,7 +382,6 @@ func (s *Store) lightTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return fmt.Errorf("begin: %w", err)
 	}
 	defer c.Close()
-	defer timeWrite(&s.lightBusy, time.Now())
 	if _, err := c.ExecContext(ctx, "PRAGMA synchronous=NORMAL"); err != nil {
 		return err
 	}
@@ -398,7 +390,7 @@ func (s *Store) lightTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	return runTx(ctx, c, fn)
+	return runTx(ctx, c, &s.lightBusy, fn)
 }
 
 func notFound(what string, id any) error {
