@@ -65,6 +65,15 @@ func (b *bench) throughput(ctx context.Context) (benchResult, error) {
 	if err != nil {
 		return benchResult{}, err
 	}
+	// The one write connection is serial: its busy time per item bounds
+	// the rate (claims and completions; the ingest before is left out).
+	busy, _ := env.Store.(interface {
+		WriteBusy() (light, durable time.Duration)
+	})
+	var light0, durable0 time.Duration
+	if busy != nil {
+		light0, durable0 = busy.WriteBusy()
+	}
 	cpu0 := processCPU()
 	sum, err := r.Run(ctx)
 	if err != nil {
@@ -77,10 +86,17 @@ func (b *bench) throughput(ctx context.Context) (benchResult, error) {
 		return benchResult{}, fmt.Errorf("completed %d of %d items", sum.Completed, b.items)
 	}
 	rate := sum.ItemsPerSec
+	figures := map[string]float64{"items": float64(sum.Completed), "seconds": sum.Busy.Seconds(), "itemsPerSec": rate,
+		"claims": float64(sum.Claims), "commits": float64(sum.Commits), "cpuUsPerItem": cpuPerItem}
+	if busy != nil {
+		// Claims run in light transactions, outcomes in durable ones.
+		light, durable := busy.WriteBusy()
+		perItem := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(max(sum.Completed, 1)) }
+		figures["claimWriterUsPerItem"] = perItem(light - light0)
+		figures["completeWriterUsPerItem"] = perItem(durable - durable0)
+	}
 	return benchResult{
-		Name: "throughput",
-		Figures: map[string]float64{"items": float64(sum.Completed), "seconds": sum.Busy.Seconds(), "itemsPerSec": rate,
-			"claims": float64(sum.Claims), "commits": float64(sum.Commits), "cpuUsPerItem": cpuPerItem},
+		Name: "throughput", Figures: figures,
 		Target: "≥ 40,000 items/s", Pass: boolp(rate >= 40000),
 	}, nil
 }

@@ -37,7 +37,8 @@ func newBenchCmd(g *globals) *cobra.Command {
               next to the sqlite3 shell's .import of the same file when sqlite3
               is installed
   throughput  --items (default 100,000) items through the noop pipeline, first
-              claim to last completion
+              claim to last completion, with CPU and the write connection's
+              busy time per item (claims and outcomes apart)
   latency     --latency-n single-item jobs enqueued in-process 5 ms apart with an
               idle worker: enqueue call to processing start
   keyset      a 100-item page at random depths of the ingest benchmark's job

@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/pressly/goose/v3"
@@ -88,6 +89,11 @@ type Store struct {
 	// writes caches prepared statements of the write connection, for
 	// statements run many times in one transaction (trigger fires).
 	writes stmtCache
+
+	// lightBusy and fullBusy are the time spent in write transactions
+	// (lightTx and tx, BEGIN returned to commit returned) in nanoseconds:
+	// the one writer is serial, so its busy time per item bounds the rate.
+	lightBusy, fullBusy atomic.Int64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -329,18 +335,28 @@ func nullJSON(b []byte) any {
 
 // tx runs fn in one write transaction (BEGIN IMMEDIATE).
 func (s *Store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	return runTx(ctx, s.w, fn)
+	return runTx(ctx, s.w, &s.fullBusy, fn)
+}
+
+// WriteBusy returns the time spent so far in write transactions of this
+// store, from BEGIN IMMEDIATE's return to the commit's (waits for the
+// connection and the lock not included): light ones (lightTx: claims, no
+// fsync) and durable ones (tx: completions, ingest, ...).
+func (s *Store) WriteBusy() (light, durable time.Duration) {
+	return time.Duration(s.lightBusy.Load()), time.Duration(s.fullBusy.Load())
 }
 
 // runTx begins a transaction on db (a pool or one connection), runs fn and
-// commits, or rolls back when fn fails.
+// commits, or rolls back when fn fails. The time from the begin's return to
+// the end is added to busy.
 func runTx(ctx context.Context, db interface {
 	BeginTx(context.Context, *sql.TxOptions) (*sql.Tx, error)
-}, fn func(tx *sql.Tx) error) error {
+}, busy *atomic.Int64, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
+	defer func(start time.Time) { busy.Add(int64(time.Since(start))) }(time.Now())
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -374,7 +390,7 @@ func (s *Store) lightTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 			_ = c.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	return runTx(ctx, c, fn)
+	return runTx(ctx, c, &s.lightBusy, fn)
 }
 
 func notFound(what string, id any) error {

@@ -133,3 +133,35 @@ func TestClaimRestoresSynchronous(t *testing.T) {
 	require.NoError(t, s.w.QueryRowContext(ctx, "PRAGMA synchronous").Scan(&sync))
 	require.Equal(t, 2, sync, "FULL again after a claim")
 }
+
+// TestWriteBusy: claims count as light write time, completions as durable,
+// and nothing counts while the store only reads.
+func TestWriteBusy(t *testing.T) {
+	t.Parallel()
+	s, _ := open(t)
+	ctx := context.Background()
+	job := fillJob(t, s, 20)
+	light0, durable0 := s.WriteBusy()
+	_, err := s.GetJob(ctx, job)
+	require.NoError(t, err)
+	light, durable := s.WriteBusy()
+	require.Equal(t, light0, light, "a read is no write")
+	require.Equal(t, durable0, durable, "a read is no write")
+
+	items, err := s.ClaimItems(ctx, &engine.ClaimItemsParams{WorkerID: "w", Limit: 20, LeaseFor: time.Minute, Now: time.Now()})
+	require.NoError(t, err)
+	require.Len(t, items, 20)
+	light, durable = s.WriteBusy()
+	require.Greater(t, light, light0, "the claim ran in a light transaction")
+	require.Equal(t, durable0, durable, "the claim did not run in a durable one")
+
+	out := make([]engine.Outcome, len(items))
+	for i, it := range items {
+		out[i] = engine.Outcome{ItemID: it.ID, JobID: it.JobID, Attempt: it.Attempts, Status: engine.ItemDone, Result: it.Normalized}
+	}
+	_, err = s.CompleteItems(ctx, &engine.CompleteItemsParams{WorkerID: "w", Outcomes: out, Now: time.Now()})
+	require.NoError(t, err)
+	light2, durable2 := s.WriteBusy()
+	require.Equal(t, light, light2)
+	require.Greater(t, durable2, durable, "the outcomes were written in a durable transaction")
+}
