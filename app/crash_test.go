@@ -156,6 +156,9 @@ func TestCrashIngestKill9(t *testing.T) {
 	const rows = 200000
 	writeCSV(t, csv, rows)
 	rnd := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 2))
+	// The store exists before the first kill: on a loaded machine every
+	// kill could otherwise land before any ingest had created it.
+	run(t, sluiceCmd(bin, data, nil, "jobs"))
 	for i := 0; i < 6; i++ {
 		cmd := sluiceCmd(bin, data, nil, "ingest", csv)
 		require.NoError(t, cmd.Start())
