@@ -101,7 +101,12 @@ func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine
 	return cols, nil
 }
 
-// itemError wraps an error about one item's Result.
+// itemError wraps an error about one item's Result. The export's scan may
+// leave the item's ID zero (see engine.ScanItemsParams.GridOnly); the seq
+// names the item within its job, and is the row of the input file.
 func itemError(it *engine.Item, err error) error {
+	if it.ID == 0 {
+		return fmt.Errorf("export: job %d item seq %d: %w", it.JobID, it.Seq, err)
+	}
 	return fmt.Errorf("export: job %d item %d (seq %d): %w", it.JobID, it.ID, it.Seq, err)
 }
