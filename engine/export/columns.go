@@ -85,7 +85,7 @@ func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine
 	cols := append([]Column(nil), fixedColumns...)
 	seen := make(map[string]struct{})
 	err := streamItems(ctx, s, jobID, statuses, func(it *engine.Item) error {
-		return eachOwnResultField(it, func(k, _ string, _ bool) error {
+		return eachOwnResultField(it, func(k string, _ rawValue) error {
 			if _, dup := seen[k]; dup {
 				return nil
 			}
