@@ -478,9 +478,10 @@ type ScanItemsParams struct {
 	Statuses []ItemStatus
 	// WithInput includes input and normalised input.
 	WithInput bool
-	// GridOnly fills only what the grid's cells show: ID, JobID, Seq,
-	// Status, Attempts, LastError and Result (UpdatedAt may be left zero;
-	// a store may read less for it). It excludes WithInput (EINVALID).
+	// GridOnly fills only what the grid's cells show: JobID, Seq, Status,
+	// Attempts, LastError and Result. ID and UpdatedAt may be left zero (a
+	// store may read less for them: the export walks a million rows, and
+	// each value a row hands over costs). It excludes WithInput (EINVALID).
 	GridOnly bool
 }
 

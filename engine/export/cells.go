@@ -43,14 +43,14 @@ func fillCells(cells []string, it *engine.Item, cols []Column) error {
 		}
 	}
 	hint := 0
-	return eachResultField(it, func(k, value string, spaced bool) error {
+	return eachResultField(it, func(k string, value rawValue) error {
 		j := findColumn(cols, k, hint)
 		if j < 0 {
 			return nil
 		}
 		hint = j + 1
 		var err error
-		cells[j], err = valueText(value, spaced)
+		cells[j], err = value.cellText()
 		return err
 	})
 }

@@ -85,7 +85,7 @@ func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine
 	cols := append([]Column(nil), fixedColumns...)
 	seen := make(map[string]struct{})
 	err := streamItems(ctx, s, jobID, statuses, func(it *engine.Item) error {
-		return eachOwnResultField(it, func(k, _ string, _ bool) error {
+		return eachOwnResultField(it, func(k string, _ rawValue) error {
 			if _, dup := seen[k]; dup {
 				return nil
 			}
@@ -101,7 +101,12 @@ func Columns(ctx context.Context, s engine.Store, jobID int64, statuses []engine
 	return cols, nil
 }
 
-// itemError wraps an error about one item's Result.
+// itemError wraps an error about one item's Result. The export's scan may
+// leave the item's ID zero (see engine.ScanItemsParams.GridOnly); the seq
+// names the item within its job, and is the row of the input file.
 func itemError(it *engine.Item, err error) error {
+	if it.ID == 0 {
+		return fmt.Errorf("export: job %d item seq %d: %w", it.JobID, it.Seq, err)
+	}
 	return fmt.Errorf("export: job %d item %d (seq %d): %w", it.JobID, it.ID, it.Seq, err)
 }

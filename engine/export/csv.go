@@ -76,13 +76,26 @@ func appendCSVLine(dst []byte, cells []string) []byte {
 	return append(appendCSV(dst, cells), '\n')
 }
 
-// csvNeedsQuotes reports whether appendCSV quotes c.
+// csvQuoted marks the bytes that make appendCSV quote a field wherever
+// they are.
+var csvQuoted = [256]bool{',': true, '"': true, '\r': true, '\n': true}
+
+// csvNeedsQuotes reports whether appendCSV quotes c. One pass over the
+// bytes with a table: this runs for every cell of an export.
 func csvNeedsQuotes(c string) bool {
 	if c == "" {
 		return false
 	}
-	if c == `\.` || strings.ContainsAny(c, ",\"\r\n") {
+	for i := 0; i < len(c); i++ {
+		if csvQuoted[c[i]] {
+			return true
+		}
+	}
+	if c == `\.` {
 		return true
+	}
+	if c[0] < utf8.RuneSelf {
+		return unicode.IsSpace(rune(c[0]))
 	}
 	r, _ := utf8.DecodeRuneInString(c)
 	return unicode.IsSpace(r)

@@ -10,15 +10,11 @@ func EachField(obj []byte, fn func(key, value string) bool) error {
 		return err
 	}
 	for {
-		rawKey, value, spaced, more, err := iter.next()
+		k, value, more, err := iter.next()
 		if err != nil || !more {
 			return err
 		}
-		k, err := unquote(rawKey)
-		if err != nil {
-			return err
-		}
-		v, err := valueText(value, spaced)
+		v, err := value.cellText()
 		if err != nil {
 			return err
 		}

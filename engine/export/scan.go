@@ -51,47 +51,66 @@ func newObjectIter(s string) (it objectIter, ok bool, err error) {
 	return objectIter{}, false, errInvalidJSON
 }
 
-// next returns the next member: its key as the raw text between the quotes
-// and its value as raw JSON text. spaced reports whitespace outside strings
-// inside an object or array value (which then needs compacting). ok is false
-// after the last member, once the rest of the text is checked to be only
-// whitespace; err is errInvalidJSON as soon as the text is not JSON.
-func (it *objectIter) next() (rawKey, value string, spaced, ok bool, err error) {
+// rawValue is one member's value as raw JSON text, with what the walk that
+// checked it learnt: spaced, whitespace outside strings inside an object
+// or array (which then needs compacting); plain, a string whose text is its
+// own value (ASCII without escapes, see stringEnd).
+type rawValue struct {
+	text          string
+	spaced, plain bool
+}
+
+// next returns the next member: its key, unquoted, and its value. ok is
+// false after the last member, once the rest of the text is checked to be
+// only whitespace; err is errInvalidJSON as soon as the text is not JSON,
+// or unquote's error for a key it cannot decode.
+func (it *objectIter) next() (key string, v rawValue, ok bool, err error) {
 	s := it.s
 	i := skipSpace(s, it.i)
 	switch c := at(s, i); {
 	case c == '}':
 		if skipSpace(s, i+1) != len(s) {
-			return "", "", false, false, errInvalidJSON
+			return "", v, false, errInvalidJSON
 		}
 		it.i = len(s)
-		return "", "", false, false, nil
+		return "", v, false, nil
 	case it.first:
 	case c == ',':
 		i = skipSpace(s, i+1)
 	default:
-		return "", "", false, false, errInvalidJSON
+		return "", v, false, errInvalidJSON
 	}
 	if at(s, i) != '"' {
-		return "", "", false, false, errInvalidJSON
+		return "", v, false, errInvalidJSON
 	}
-	kend, ok := stringEnd(s, i)
+	kend, kplain, ok := stringEnd(s, i)
 	if !ok {
-		return "", "", false, false, errInvalidJSON
+		return "", v, false, errInvalidJSON
 	}
-	rawKey = s[i+1 : kend-1]
+	key = s[i+1 : kend-1]
 	i = skipSpace(s, kend)
 	if at(s, i) != ':' {
-		return "", "", false, false, errInvalidJSON
+		return "", v, false, errInvalidJSON
 	}
 	i = skipSpace(s, i+1)
-	vend, spaced, ok := valueEnd(s, i, 2) // the object itself is depth 1
-	if !ok {
-		return "", "", false, false, errInvalidJSON
+	var vend int
+	if at(s, i) == '"' {
+		vend, v.plain, ok = stringEnd(s, i)
+	} else {
+		vend, v.spaced, ok = valueEnd(s, i, 2) // the object itself is depth 1
 	}
+	if !ok {
+		return "", v, false, errInvalidJSON
+	}
+	v.text = s[i:vend]
 	it.i = vend
 	it.first = false
-	return rawKey, s[i:vend], spaced, true, nil
+	if !kplain {
+		if key, err = unquote(key); err != nil {
+			return "", v, false, err
+		}
+	}
+	return key, v, true, nil
 }
 
 // at returns s[i], or 0 (never valid in JSON outside strings) past the end.
@@ -117,32 +136,38 @@ func skipSpace(s string, i int) int {
 
 // stringEnd checks the JSON string that starts at s[i] (a quote) and returns
 // the index just past its closing quote. Like encoding/json, it accepts
-// invalid UTF-8 (decoding turns it into U+FFFD).
-func stringEnd(s string, i int) (int, bool) {
+// invalid UTF-8 (decoding turns it into U+FFFD). plain reports text that is
+// its own value: ASCII without escapes (see unquote).
+func stringEnd(s string, i int) (end int, plain, ok bool) {
+	plain = true
 	for i++; i < len(s); {
 		c := s[i]
 		switch {
 		case c == '"':
-			return i + 1, true
+			return i + 1, plain, true
+		case c >= utf8.RuneSelf:
+			plain = false
+			i++
 		case c == '\\':
+			plain = false
 			switch at(s, i+1) {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 				i += 2
 			case 'u':
 				if i+6 > len(s) || !isHex(s[i+2]) || !isHex(s[i+3]) || !isHex(s[i+4]) || !isHex(s[i+5]) {
-					return 0, false
+					return 0, false, false
 				}
 				i += 6
 			default:
-				return 0, false
+				return 0, false, false
 			}
 		case c < 0x20:
-			return 0, false
+			return 0, false, false
 		default:
 			i++
 		}
 	}
-	return 0, false
+	return 0, false, false
 }
 
 // isHex reports whether c is a hexadecimal digit.
@@ -159,7 +184,7 @@ func isDigit(c byte) bool { return '0' <= c && c <= '9' }
 func valueEnd(s string, i, depth int) (end int, spaced, ok bool) {
 	switch c := at(s, i); c {
 	case '"':
-		end, ok = stringEnd(s, i)
+		end, _, ok = stringEnd(s, i)
 		return end, false, ok
 	case '{', '[':
 		return compositeEnd(s, i, depth)
@@ -247,7 +272,7 @@ func compositeEnd(s string, i, depth int) (end int, spaced, ok bool) {
 			if at(s, i) != '"' {
 				return 0, false, false
 			}
-			if i, ok = stringEnd(s, i); !ok {
+			if i, _, ok = stringEnd(s, i); !ok {
 				return 0, false, false
 			}
 			i = space(i)
@@ -293,15 +318,19 @@ func unquote(inner string) (string, error) {
 	return out, nil
 }
 
-// valueText renders one (checked) raw JSON value as cell text.
-func valueText(v string, spaced bool) (string, error) {
+// cellText renders one (checked) raw JSON value as cell text.
+func (rv rawValue) cellText() (string, error) {
+	v := rv.text
 	switch v[0] {
 	case '"':
+		if rv.plain {
+			return v[1 : len(v)-1], nil
+		}
 		return unquote(v[1 : len(v)-1])
 	case 'n':
 		return "", nil
 	case '{', '[':
-		if !spaced {
+		if !rv.spaced {
 			return v, nil
 		}
 		var buf bytes.Buffer
@@ -319,19 +348,19 @@ func valueText(v string, spaced bool) (string, error) {
 // text order, with the raw value; a Result that is null or absent has none.
 // Errors (malformed JSON, or fn's) name the item. Keys and values may be
 // substrings of a copy of the Result.
-func eachResultField(it *engine.Item, fn func(key, value string, spaced bool) error) error {
+func eachResultField(it *engine.Item, fn func(key string, value rawValue) error) error {
 	return eachField(it, string(it.Result), fn)
 }
 
 // eachOwnResultField is eachResultField without the copy: keys and values
 // may be substrings of it.Result itself, so it is only for items that
 // nothing changes while they are in use (those of the export's own scan).
-func eachOwnResultField(it *engine.Item, fn func(key, value string, spaced bool) error) error {
+func eachOwnResultField(it *engine.Item, fn func(key string, value rawValue) error) error {
 	return eachField(it, unsafe.String(unsafe.SliceData(it.Result), len(it.Result)), fn)
 }
 
 // eachField walks result, the text of it.Result, for eachResultField.
-func eachField(it *engine.Item, result string, fn func(key, value string, spaced bool) error) error {
+func eachField(it *engine.Item, result string, fn func(key string, value rawValue) error) error {
 	iter, ok, err := newObjectIter(result)
 	if err != nil {
 		return itemError(it, err)
@@ -340,18 +369,14 @@ func eachField(it *engine.Item, result string, fn func(key, value string, spaced
 		return nil
 	}
 	for {
-		rawKey, value, spaced, more, err := iter.next()
+		k, value, more, err := iter.next()
 		if err != nil {
 			return itemError(it, err)
 		}
 		if !more {
 			return nil
 		}
-		k, err := unquote(rawKey)
-		if err != nil {
-			return itemError(it, err)
-		}
-		if err := fn(k, value, spaced); err != nil {
+		if err := fn(k, value); err != nil {
 			return itemError(it, err)
 		}
 	}

@@ -105,7 +105,7 @@ func (b *tableBuilder) row(it *engine.Item) ([]string, error) {
 	cells[2] = strconv.Itoa(it.Attempts)
 	cells[3] = it.LastError
 	hint := len(fixedColumns)
-	err := eachOwnResultField(it, func(k, value string, spaced bool) error {
+	err := eachOwnResultField(it, func(k string, value rawValue) error {
 		// Keys usually come in the columns' order: try the next column
 		// before the map.
 		j := hint
@@ -121,7 +121,7 @@ func (b *tableBuilder) row(it *engine.Item) ([]string, error) {
 		}
 		hint = j + 1
 		var err error
-		cells[j], err = valueText(value, spaced)
+		cells[j], err = value.cellText()
 		return err
 	})
 	b.cells = cells

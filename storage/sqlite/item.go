@@ -351,9 +351,13 @@ func (r *sqlRange) next() error {
 
 // gridColumns are the grid's fields; the result comes as a BLOB, which the
 // driver hands over as the []byte Item.Result keeps. A scan of several
-// ranges also reads updated_at, to merge them; a scan of one range does
-// not (each value a row costs about 5% of the scan).
-const gridColumns = `SELECT id, seq, attempts, last_error, CAST(result_json AS BLOB)`
+// ranges also reads id and updated_at, to merge them (gridMergeColumns); a
+// scan of one range reads neither: it is in the order of the index already,
+// and each value a row hands over costs about 5% of the scan.
+const (
+	gridColumns      = `SELECT seq, attempts, last_error, CAST(result_json AS BLOB)`
+	gridMergeColumns = gridColumns + `, id, updated_at`
+)
 
 // scanGrid is ScanItems for the grid's fields only: the export's path
 // through a million rows. It talks to the driver's connection directly
@@ -431,7 +435,7 @@ func scanGridTx(ctx context.Context, q driver.QueryerContext, p *engine.ScanItem
 	merging := len(statuses) > 1
 	query := gridColumns + " FROM job_items" + scanQuery
 	if merging {
-		query = gridColumns + ", updated_at FROM job_items" + scanQuery
+		query = gridMergeColumns + " FROM job_items" + scanQuery
 	}
 	var ranges []itemRange
 	for _, st := range statuses {
@@ -480,31 +484,31 @@ func (r *gridRange) next() error {
 	r.slab = r.slab[1:]
 	it.JobID, it.Status = r.jobID, r.status
 	var ok [6]bool
-	it.ID, ok[0] = r.vals[0].(int64)
-	it.Seq, ok[1] = r.vals[1].(int64)
-	attempts, ok2 := r.vals[2].(int64)
-	it.Attempts, ok[2] = int(attempts), ok2
+	it.Seq, ok[0] = r.vals[0].(int64)
+	attempts, ok1 := r.vals[1].(int64)
+	it.Attempts, ok[1] = int(attempts), ok1
+	switch v := r.vals[2].(type) {
+	case nil:
+		ok[2] = true
+	case string:
+		it.LastError, ok[2] = v, true
+	}
 	switch v := r.vals[3].(type) {
 	case nil:
 		ok[3] = true
-	case string:
-		it.LastError, ok[3] = v, true
-	}
-	switch v := r.vals[4].(type) {
-	case nil:
-		ok[4] = true
 	case []byte:
-		it.Result, ok[4] = v, true
+		it.Result, ok[3] = v, true
 	}
-	ok[5] = true
-	if len(r.vals) > 5 {
+	ok[4], ok[5] = true, true
+	if len(r.vals) > 4 {
 		// Only read when several ranges are merged.
+		it.ID, ok[4] = r.vals[4].(int64)
 		r.at, ok[5] = r.vals[5].(int64)
 		it.UpdatedAt = fromMS(r.at)
 	}
 	for i, good := range ok {
 		if !good {
-			return fmt.Errorf("column %d of item %v: unexpected %T", i, r.vals[0], r.vals[i])
+			return fmt.Errorf("column %d of item seq %v: unexpected %T", i, r.vals[0], r.vals[i])
 		}
 	}
 	r.it = it
