@@ -16,15 +16,20 @@ const (
 	// claimJobsSQL picks the jobs that compete for one claim's shares, as
 	// on SQLite: runnable jobs with a due item, under their request
 	// limit, under the in-flight limit ($4), of users not at theirs ($5),
-	// longest unclaimed first (higher priority first).
+	// longest unclaimed first (higher priority first). "A due item" is
+	// asked as the job's earliest PENDING updated_at, which the planner
+	// always reads as the first entry of the job's range of
+	// job_items_job_status_updated; written as EXISTS, it chose a
+	// sequential scan of job_items while most rows were PENDING, which
+	// read through every item already claimed in a drain (tens of
+	// milliseconds per claim by its end).
 	claimJobsSQL = `SELECT id, request_limit, pipeline FROM jobs
 		WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0
 		AND (request_limit = 0 OR attempts + processing_items < request_limit)
 		AND ($3::bigint = 0 OR id = $3)
 		AND ($4::bigint = 0 OR processing_items < $4)
 		AND NOT (user_id = ANY($5::bigint[]))
-		AND EXISTS (SELECT 1 FROM job_items
-			WHERE job_items.job_id = jobs.id AND status = 'PENDING' AND updated_at <= $1)
+		AND (SELECT min(updated_at) FROM job_items WHERE job_items.job_id = jobs.id AND status = 'PENDING') <= $1
 		ORDER BY priority DESC, claim_ticket, id LIMIT $2`
 	// lockJobsSQL locks the chosen jobs in id order and reads their
 	// counters as they are now: a claim that must respect a budget (a
@@ -40,28 +45,34 @@ const (
 	// claimItemsSQL is seed 003's claim: due PENDING items of one job in
 	// (updated_at, id) order, locked with SKIP LOCKED, taken in one UPDATE.
 	claimItemsSQL = `WITH c AS (
-			SELECT id FROM job_items
+			SELECT ctid FROM job_items
 			WHERE job_id = $1 AND status = 'PENDING' AND updated_at <= $2
 			ORDER BY updated_at, id LIMIT $3
 			FOR UPDATE SKIP LOCKED)` + claimUpdateSQL
 	// claimStage0SQL is claimItemsSQL for a job that also has items at
 	// later stages: stage 0 first (strict stage order).
 	claimStage0SQL = `WITH c AS (
-			SELECT id FROM job_items
+			SELECT ctid FROM job_items
 			WHERE job_id = $1 AND status = 'PENDING' AND updated_at <= $2 AND stage = 0
 			ORDER BY updated_at, id LIMIT $3
 			FOR UPDATE SKIP LOCKED)` + claimUpdateSQL
 	// claimLaterSQL claims the due items of one later stage ($6) of a job,
 	// from the index of PENDING items past stage 0.
 	claimLaterSQL = `WITH c AS (
-			SELECT id FROM job_items
+			SELECT ctid FROM job_items
 			WHERE job_id = $1 AND status = 'PENDING' AND stage > 0 AND stage = $6 AND updated_at <= $2
 			ORDER BY updated_at, id LIMIT $3
 			FOR UPDATE SKIP LOCKED)` + claimUpdateSQL
+	// claimUpdateSQL takes the rows c locked, by their tuple ids (a TID
+	// scan): joined by id, the planner hashed the whole of job_items for
+	// every claim. A locked row cannot move before the commit, so its tuple
+	// id stays good; a row c had to follow to a version newer than the
+	// statement's snapshot (changed and committed meanwhile) is not seen by
+	// the update and stays as it is, locked until the commit, not claimed.
 	claimUpdateSQL = `
 		UPDATE job_items i SET status = 'PROCESSING', locked_by = $4, locked_at = $2, lease_expires_at = $5,
 			attempts = i.attempts + 1, updated_at = $2
-		FROM c WHERE i.id = c.id
+		WHERE i.ctid = ANY(ARRAY(SELECT ctid FROM c))
 		RETURNING i.id, i.job_id, i.user_id, i.pipeline, i.seq, i.stage, COALESCE(i.normalized_json, i.input_json),
 			i.result_json, i.attempts, i.strategy, i.run_at`
 	// laterStageSQL finds a job's next stage above $2 with PENDING items

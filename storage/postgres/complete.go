@@ -135,8 +135,14 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 				granted[k] = handOffs[k] && slices.Contains(ok, p.Outcomes[byItem[id]].JobID)
 			}
 		}
-		rows, err := tx.Query(ctx, completeItemsSQL, p.WorkerID, ids, statuses, nextStages, results, errs, codes, runAts,
-			strategies, attemptNos, stages, now, granted, leases)
+		// Planned anew with each batch's arrays (an unnamed statement, so
+		// never a generic plan): a generic plan guesses 10 outcomes and,
+		// with statistics taken while few items were in flight, joined the
+		// worker's in-flight items to the batch in a nested loop that read
+		// the whole batch once per item (900 × 900 rows, ~0.7 s per
+		// completion where a hash join takes ~35 ms; docs/BENCHMARKS.md).
+		rows, err := tx.Query(ctx, completeItemsSQL, pgx.QueryExecModeCacheDescribe, p.WorkerID, ids, statuses, nextStages,
+			results, errs, codes, runAts, strategies, attemptNos, stages, now, granted, leases)
 		if err != nil {
 			return err
 		}
