@@ -74,15 +74,18 @@ export function jobPage(id: number, q: URLSearchParams): Page {
     `Items of job ${id}`,
   );
   // The columns (which the server finds by reading the job's results,
-  // seconds for a million rows) are asked for once the first rows are
-  // shown: the grid starts with the fixed columns.
+  // 1.5 s of a core for a million rows) are asked for once the first rows
+  // are painted: the grid starts with the fixed columns, and the server's
+  // read does not take a core from the browser while it draws them.
   let colsAsked = false;
   pager.onChange = () => {
     grid.update();
     if (pager.error) note.error(pager.error);
     if (!colsAsked) {
       colsAsked = true;
-      void loadColumns();
+      // After the grid's frame (its callback was registered first), then
+      // after that frame's paint.
+      requestAnimationFrame(() => setTimeout(() => !closed && void loadColumns(), 0));
     }
   };
 
