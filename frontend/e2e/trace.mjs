@@ -227,7 +227,10 @@ async function scrollRun(browser, context, url, jobId, i) {
   await page.goto(`${url}/jobs/${jobId}`);
   await until(page, ROWS_SHOWN);
   await page.waitForTimeout(500);
+  let itemRequests = 0;
+  page.on("request", (q) => q.url().includes("/items?") && itemRequests++);
   const r = await traced(browser, page, async () => {
+    itemRequests = 0;
     await markAt(page, "sluice-scroll");
     for (let s = 1; s <= 10; s++) {
       await dragLeg(page, s, 10);
@@ -244,7 +247,7 @@ async function scrollRun(browser, context, url, jobId, i) {
   const s = summarize(ev, t0, t1);
   s.tasks = s.tasks.sort((a, b) => b.ms - a.ms).slice(0, 12);
   delete s.net;
-  return { ...s, profile: selfTimes(r.profile, t0, t1) };
+  return { itemRequests, ...s, profile: selfTimes(r.profile, t0, t1) };
 }
 
 async function main() {
