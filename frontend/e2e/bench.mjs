@@ -16,7 +16,7 @@ import os from "node:os";
 import path from "node:path";
 import { gzipSync } from "node:zlib";
 import { parseArgs } from "node:util";
-import { chromiumPath, launch, root, startFixture } from "./lib.mjs";
+import { chromiumPath, dragLeg, FIRST_ROWS_SHOWN, launch, root, ROWS_SHOWN, signedIn, startFixture, until } from "./lib.mjs";
 
 const { values: opt } = parseArgs({
   options: {
@@ -35,6 +35,15 @@ const STOPS = Number(opt.stops);
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const max = (xs) => Math.max(...xs);
 const round = (x) => Math.round(x);
+
+// shownAt waits for an expression about the grid to hold and returns the
+// page's clock (performance.now) at the animation frame where it first
+// held, not when the answer reached this script (a round trip later).
+async function shownAt(page, expr, timeout) {
+  await page.evaluate(() => (window.__shownAt = undefined));
+  await until(page, `(${expr}) && ((window.__shownAt ??= performance.now()), true)`, timeout);
+  return page.evaluate(() => window.__shownAt);
+}
 
 // Every page records its long tasks from the start (an init script runs
 // before the page's own, whatever its CSP).
@@ -55,14 +64,6 @@ function bundle() {
   const main = sizes.sort((a, b) => b.gzip - a.gzip)[0];
   return { main: main.file, bytes: main.bytes, gzipKB: +(main.gzip / 1024).toFixed(1), target: 400, met: main.gzip / 1024 <= 400 };
 }
-
-// until polls an expression (sent as a function: the CSP forbids eval).
-const until = (page, expr, timeout = 60_000) =>
-  page.waitForFunction(new Function(`return (${expr});`), undefined, { timeout, polling: "raf" });
-
-// ROWS_SHOWN: the grid shows rows, none of them still loading.
-const ROWS_SHOWN = `(() => { const rs = [...document.querySelectorAll(".grid-scroll .row:not([hidden])")];
-  return rs.length > 0 && rs.every((r) => !r.classList.contains("loading")) })()`;
 
 async function jobsPage(context, url) {
   const runs = [];
@@ -97,16 +98,28 @@ async function firstGridPage(context, url, jobId) {
     await page.goto(url + "/", { waitUntil: "commit" });
     await until(page, `!!document.querySelector("table.jobs tr[data-job]")`);
     await page.waitForTimeout(1000); // the Jobs page settles first
-    // In-app: from the click on the job to its first rows on screen.
-    const t0 = await page.evaluate(() => performance.now());
+    // In-app: from the click on the job to its first rows on screen,
+    // counted two ways: from the call of Playwright's click (which first
+    // scrolls the link into view, waits two frames for it to be still and
+    // checks what is under the pointer: time of the driver, not of the
+    // page) and from the press itself, the pointerdown event's time stamp
+    // (the moment a person's click reaches the page).
+    const t0 = await page.evaluate(() => {
+      window.__pressed = null;
+      addEventListener("pointerdown", (e) => (window.__pressed = e.timeStamp), { capture: true, once: true });
+      return performance.now();
+    });
+    const shown = shownAt(page, FIRST_ROWS_SHOWN);
     await page.locator(`table.jobs a[href="/jobs/${jobId}"]`).click();
-    await until(page, `document.querySelector(".grid-scroll .row[data-seq]:not([hidden])")?.dataset.seq === "1" && ${ROWS_SHOWN}`);
-    const inApp = (await page.evaluate(() => performance.now())) - t0;
+    const now = await shown;
+    const pressed = await page.evaluate(() => window.__pressed);
+    const inApp = now - t0;
+    const fromPress = now - pressed;
     // Cold: a full load of the job's address.
     await page.goto(`${url}/jobs/${jobId}`, { waitUntil: "commit" });
-    await until(page, `document.querySelector(".grid-scroll .row[data-seq]:not([hidden])")?.dataset.seq === "1" && ${ROWS_SHOWN}`);
-    const cold = await page.evaluate(() => performance.now());
-    runs.push({ inAppMs: inApp, coldLoadMs: cold });
+    await until(page, `(${FIRST_ROWS_SHOWN}) && ((window.__shownAt ??= performance.now()), true)`);
+    const cold = await page.evaluate(() => window.__shownAt);
+    runs.push({ inAppMs: inApp, fromPressMs: fromPress, coldLoadMs: cold });
     await page.close();
   }
   const inApp = runs.map((r) => r.inAppMs);
@@ -114,9 +127,12 @@ async function firstGridPage(context, url, jobId) {
     runs,
     inAppMedianMs: round(median(inApp)),
     inAppMaxMs: round(max(inApp)),
+    fromPressMedianMs: round(median(runs.map((r) => r.fromPressMs))),
+    fromPressMaxMs: round(max(runs.map((r) => r.fromPressMs))),
     coldMedianMs: round(median(runs.map((r) => r.coldLoadMs))),
     target: 300,
     met: max(inApp) <= 300,
+    metFromPress: max(runs.map((r) => r.fromPressMs)) <= 300,
   };
 }
 
@@ -126,27 +142,17 @@ async function scroll(context, url, jobId) {
   await page.goto(`${url}/jobs/${jobId}`);
   await until(page, ROWS_SHOWN);
   await page.evaluate(() => (window.__longtasks.length = 0));
+  // Requests for rows during the drag (aborted ones too).
+  let itemRequests = 0;
+  page.on("request", (r) => r.url().includes("/items?") && itemRequests++);
   // Drag the scroll bar's thumb from top to bottom, pausing STOPS times
   // on the way (the last pause at the bottom); at each pause, the time
-  // until every row on screen has its data. A dragged thumb sets the
-  // scroll position once per frame, each time in a task of its own: so
-  // does this, from outside the page (headless Chromium's scroll bars
-  // cannot be grabbed with the mouse), 20 moves per leg, 16 ms apart.
+  // until every row on screen has its data.
   const stops = [];
   for (let s = 1; s <= STOPS; s++) {
-    for (let k = 1; k <= 20; k++) {
-      await page.evaluate(
-        ({ f }) => {
-          const g = document.querySelector(".grid-scroll");
-          g.scrollTop = (g.scrollHeight - g.clientHeight) * f;
-        },
-        { f: (s - 1 + k / 20) / STOPS },
-      );
-      await page.waitForTimeout(16);
-    }
+    await dragLeg(page, s, STOPS);
     const stopped = await page.evaluate(() => performance.now());
-    await until(page, ROWS_SHOWN, 180_000);
-    const shown = await page.evaluate(() => performance.now());
+    const shown = await shownAt(page, ROWS_SHOWN, 180_000);
     const first = await page.evaluate(() => document.querySelector(".grid-scroll .row[data-seq]:not([hidden])")?.dataset.seq);
     stops.push({ stop: s, firstSeq: Number(first), rowsAfterMs: round(shown - stopped) });
   }
@@ -158,7 +164,9 @@ async function scroll(context, url, jobId) {
   return {
     stops,
     lastRowShown: max(last),
+    itemRequests,
     longTasks: lt.length,
+    longTaskTotalMs: round(lt.reduce((a, t) => a + t.duration, 0)),
     longestTaskMs: round(longest),
     worstRowsAfterStopMs: worstStop,
     medianRowsAfterStopMs: median(stops.map((s) => s.rowsAfterMs)),
@@ -176,11 +184,7 @@ async function main() {
   out.seed = srv.seedSeconds;
   const browser = await launch(c.path);
   try {
-    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
-    const p = await context.newPage();
-    await p.goto(srv.signin);
-    await until(p, `!!document.querySelector("table.jobs tr[data-job]")`);
-    await p.close();
+    const context = await signedIn(browser, srv);
     out.jobsPage = await jobsPage(context, srv.url);
     out.firstGridPage = await firstGridPage(context, srv.url, srv.bigId);
     out.scroll = await scroll(context, srv.url, srv.bigId);
@@ -196,8 +200,8 @@ async function main() {
   const yes = (m) => (m ? "met" : "NOT MET");
   console.log(`bundle      ${out.bundle.main}: ${out.bundle.gzipKB} kB gzipped (target ≤ 400 kB): ${yes(out.bundle.met)}`);
   console.log(`jobs page   ${JOBS} jobs, ${RUNS} loads: interactive median ${out.jobsPage.medianMs} ms, max ${out.jobsPage.maxMs} ms (target ≤ 1000 ms): ${yes(out.jobsPage.met)}`);
-  console.log(`first page  ${ROWS} rows, ${RUNS} runs: click to rows median ${out.firstGridPage.inAppMedianMs} ms, max ${out.firstGridPage.inAppMaxMs} ms (target ≤ 300 ms): ${yes(out.firstGridPage.met)}; cold load median ${out.firstGridPage.coldMedianMs} ms`);
-  console.log(`scroll      ${ROWS} rows, ${STOPS} stops: longest long task ${out.scroll.longestTaskMs} ms (${out.scroll.longTasks} long tasks; target ≤ 100 ms); rows after a stop median ${out.scroll.medianRowsAfterStopMs} ms, worst ${out.scroll.worstRowsAfterStopMs} ms (target ≤ 200 ms); last row shown ${out.scroll.lastRowShown}: ${yes(out.scroll.met)}`);
+  console.log(`first page  ${ROWS} rows, ${RUNS} runs: click to rows median ${out.firstGridPage.inAppMedianMs} ms, max ${out.firstGridPage.inAppMaxMs} ms (target ≤ 300 ms): ${yes(out.firstGridPage.met)}; from the press median ${out.firstGridPage.fromPressMedianMs} ms, max ${out.firstGridPage.fromPressMaxMs} ms: ${yes(out.firstGridPage.metFromPress)}; cold load median ${out.firstGridPage.coldMedianMs} ms`);
+  console.log(`scroll      ${ROWS} rows, ${STOPS} stops: longest long task ${out.scroll.longestTaskMs} ms (${out.scroll.longTasks} long tasks; target ≤ 100 ms); ${out.scroll.itemRequests} requests for rows; rows after a stop median ${out.scroll.medianRowsAfterStopMs} ms, worst ${out.scroll.worstRowsAfterStopMs} ms (target ≤ 200 ms); last row shown ${out.scroll.lastRowShown}: ${yes(out.scroll.met)}`);
   console.log(`            per stop (first row on screen: ms): ${out.scroll.stops.map((s) => `${s.firstSeq}: ${s.rowsAfterMs}`).join(", ")}`);
   console.log(`(seeding ${out.seed}, whole run ${out.seconds} s; load average at the start ${out.loadAverage.join(" ")} on ${os.cpus().length} cores)`);
 }

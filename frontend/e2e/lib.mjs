@@ -69,6 +69,47 @@ export async function startFixture(args = []) {
   };
 }
 
+// until polls an expression in the page until it is true, once per
+// animation frame (sent as a function: the page's CSP forbids eval).
+export const until = (page, expr, timeout = 60_000) =>
+  page.waitForFunction(new Function(`return (${expr});`), undefined, { timeout, polling: "raf" });
+
+// ROWS_SHOWN: the grid shows rows, none of them still loading.
+export const ROWS_SHOWN = `(() => { const rs = [...document.querySelectorAll(".grid-scroll .row:not([hidden])")];
+  return rs.length > 0 && rs.every((r) => !r.classList.contains("loading")) })()`;
+
+// FIRST_ROWS_SHOWN: the grid shows its first rows (row 1 at the top).
+export const FIRST_ROWS_SHOWN = `document.querySelector(".grid-scroll .row[data-seq]:not([hidden])")?.dataset.seq === "1" && ${ROWS_SHOWN}`;
+
+// signedIn returns a browser context signed in to the fixture server
+// through its one-time link.
+export async function signedIn(browser, srv) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const p = await context.newPage();
+  await p.goto(srv.signin);
+  await until(p, `!!document.querySelector("table.jobs tr[data-job]")`);
+  await p.close();
+  return context;
+}
+
+// dragLeg drags the grid's scroll bar thumb through leg s (1-based) of
+// legs: 20 positions, 16 ms apart, as a dragged thumb sets the scroll
+// position once per frame, each in a task of its own. It is set from
+// outside the page: headless Chromium's scroll bars cannot be grabbed
+// with the mouse.
+export async function dragLeg(page, s, legs) {
+  for (let k = 1; k <= 20; k++) {
+    await page.evaluate(
+      ({ f }) => {
+        const g = document.querySelector(".grid-scroll");
+        g.scrollTop = (g.scrollHeight - g.clientHeight) * f;
+      },
+      { f: (s - 1 + k / 20) / legs },
+    );
+    await page.waitForTimeout(16);
+  }
+}
+
 // thousands writes n as the page does (en-US grouping).
 export function thousands(n) {
   return n.toLocaleString("en-US");

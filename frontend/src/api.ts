@@ -219,8 +219,10 @@ export interface CallOptions {
 const early = new Map<string, Promise<Response>>();
 const earlyFor = 10_000;
 
-// prefetch asks for GET path now, for a call() soon.
+// prefetch asks for GET path now, for a call() soon (once: a path
+// already asked for and not yet used is not asked for again).
 export function prefetch(path: string): void {
+  if (early.has(path)) return;
   const res = fetch(path, { headers: { Accept: "application/json" }, credentials: "same-origin" });
   res.catch(() => {}); // a failure is the later call's to report
   early.set(path, res);

@@ -7,8 +7,13 @@ import type { Column, Item } from "./api";
 import { cellText } from "./format";
 import { h, replace } from "./dom";
 import { ScrollModel } from "./scroll";
+import { WantGate } from "./settle";
 
 export const ROW_HEIGHT = 32;
+
+// A move of more than JUMP_PAGES screens in one frame is a jump: the rows
+// of a jump are asked for once the position rests (WantGate).
+const JUMP_PAGES = 3;
 
 // INPUT_KEY is the key of the optional "Input (summary)" column: the
 // listing's short inputSummary. It is the one column not in the exports
@@ -87,6 +92,13 @@ export class Grid {
   private id = ++gridSeq;
   private resize: ResizeObserver;
   private emptyEl: HTMLElement;
+  // The scroller's client height and the header's height, read when they
+  // change (a ResizeObserver's callback runs after layout, so the reads
+  // there cost nothing) rather than in every frame, where a read after
+  // the frame's writes forces a second layout. -1: not known yet.
+  private viewH = -1;
+  private headH = -1;
+  private gate: WantGate;
 
   constructor(
     private src: GridSource,
@@ -113,13 +125,23 @@ export class Grid {
     );
     this.emptyEl = h("p", { class: "grid-empty muted", hidden: true }, "Loading…");
     this.el = h("div", { class: "grid" }, this.scroller, this.emptyEl);
-    this.resize = new ResizeObserver(() => this.schedule());
+    this.resize = new ResizeObserver(() => {
+      this.viewH = this.scroller.clientHeight;
+      this.headH = this.head.offsetHeight;
+      this.schedule();
+    });
     this.resize.observe(this.scroller);
+    this.resize.observe(this.head);
+    this.gate = new WantGate(
+      (a, b) => this.src.want(a, b),
+      () => JUMP_PAGES * this.model.rowsPerPage(),
+    );
   }
 
   destroy(): void {
     this.resize.disconnect();
     cancelAnimationFrame(this.frame);
+    this.gate.close();
   }
 
   setColumns(cols: Column[]): void {
@@ -205,13 +227,15 @@ export class Grid {
   }
 
   private measure(): void {
+    if (this.viewH < 0) this.viewH = this.scroller.clientHeight;
+    if (this.headH < 0) this.headH = this.head.offsetHeight;
     this.model.rows = this.src.rowCount();
-    this.model.viewport = Math.max(ROW_HEIGHT, this.scroller.clientHeight - this.head.offsetHeight);
-    const sh = this.model.spacerHeight();
-    this.spacer.style.height = sh + "px";
-    this.layer.style.height = Math.min(this.model.viewport, sh) + "px";
-    this.layer.style.top = this.head.offsetHeight + "px";
-    this.scroller.setAttribute("aria-rowcount", String(this.model.rows + 1));
+    this.model.viewport = Math.max(ROW_HEIGHT, this.viewH - this.headH);
+    setStyle(this.spacer, "height", this.model.spacerHeight() + "px");
+    setStyle(this.layer, "height", Math.min(this.model.viewport, this.model.spacerHeight()) + "px");
+    setStyle(this.layer, "top", this.headH + "px");
+    const count = String(this.model.rows + 1);
+    if (this.scroller.getAttribute("aria-rowcount") !== count) this.scroller.setAttribute("aria-rowcount", count);
   }
 
   private render(): void {
@@ -226,7 +250,7 @@ export class Grid {
     const vis = this.model.visibleAt(this.top);
     this.emptyEl.hidden = this.model.rows > 0;
     const n = vis.last - vis.first + 1;
-    this.src.want(vis.first - 50, vis.last + 50);
+    this.gate.ask(vis.first - 50, vis.last + 50);
     while (this.pool.length < n) {
       const r = this.newRow();
       this.pool.push(r);
@@ -344,6 +368,11 @@ export class Grid {
     e.preventDefault();
     this.scrollToRow(to);
   }
+}
+
+// setStyle writes an inline style property only when it changed.
+function setStyle(el: HTMLElement, prop: "height" | "top", v: string): void {
+  if (el.style[prop] !== v) el.style[prop] = v;
 }
 
 // setCell writes a cell only where it changed (a write costs style work

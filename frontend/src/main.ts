@@ -4,11 +4,11 @@ import "./style.css";
 import * as api from "./api";
 import { guardDrops } from "./desktop";
 import { h, replace } from "./dom";
-import { go, setRoutes, show } from "./router";
+import { go, prefetch, setRoutes, show } from "./router";
 import type { Page } from "./ui";
 import { loginPage } from "./pages/login";
-import { jobsPage } from "./pages/jobs";
-import { jobPage } from "./pages/job";
+import { JOBS_FIRST_PAGE, jobsPage } from "./pages/jobs";
+import { jobPage, prefetchJob } from "./pages/job";
 import { pendingPage } from "./pages/pending";
 import { pipelinesPage } from "./pages/pipelines";
 import { healthPage } from "./pages/health";
@@ -144,8 +144,8 @@ function onLogin(me: api.Me, next: string): void {
 setRoutes(
   [
     { path: /^\/login$/, render: (_m, q) => loginPage(q, onLogin) },
-    { path: /^\/$/, render: guard(() => jobsPage()) },
-    { path: /^\/jobs\/(\d+)$/, render: guard((m, q) => jobPage(Number(m[1]), q)) },
+    { path: /^\/$/, render: guard(() => jobsPage()), prefetch: () => api.prefetch(JOBS_FIRST_PAGE) },
+    { path: /^\/jobs\/(\d+)$/, render: guard((m, q) => jobPage(Number(m[1]), q)), prefetch: (m, q) => prefetchJob(Number(m[1]), q) },
     { path: /^\/pending$/, render: guard(() => pendingPage(session!)) },
     { path: /^\/pipelines(?:\/([^/]+))?$/, render: guard((m) => pipelinesPage(m[1] ? decodeURIComponent(m[1]) : null, session!)) },
     { path: /^\/health$/, render: guard(() => healthPage()) },
@@ -159,7 +159,5 @@ setRoutes(
 );
 // A cold load asks for its page's data beside /api/me (signed out, the
 // answer is a 401 nobody reads).
-const jobMatch = /^\/jobs\/(\d+)$/.exec(location.pathname);
-if (location.pathname === "/") api.prefetch("/api/jobs?pageSize=100");
-else if (jobMatch) api.prefetch(`/api/jobs/${jobMatch[1]}`);
+prefetch(location.pathname + location.search);
 void show();

@@ -8,6 +8,10 @@ import { h, replace } from "../dom";
 import * as fmt from "../format";
 import { link, notice, progress, progressText, stateChip, type Page } from "../ui";
 
+// JOBS_FIRST_PAGE is the page's first request (the router asks for it
+// before the page is built).
+export const JOBS_FIRST_PAGE = "/api/jobs?pageSize=100";
+
 export function jobsPage(): Page {
   const note = notice();
   const rows = new Map<number, HTMLTableRowElement>();
@@ -56,9 +60,7 @@ export function jobsPage(): Page {
 
   async function load(): Promise<void> {
     try {
-      const q = new URLSearchParams({ pageSize: "100" });
-      if (next) q.set("after", next);
-      const page = await api.get<{ jobs: api.Job[]; next: string | null }>("/api/jobs?" + q);
+      const page = await api.get<{ jobs: api.Job[]; next: string | null }>(next ? "/api/jobs?" + new URLSearchParams({ pageSize: "100", after: next }) : JOBS_FIRST_PAGE);
       for (const j of page.jobs) put(j, false);
       next = page.next;
       more.hidden = !next;
@@ -72,7 +74,7 @@ export function jobsPage(): Page {
   // starts and ends between two of its looks): the newest jobs every 15 s.
   const timer = window.setInterval(async () => {
     try {
-      const page = await api.get<{ jobs: api.Job[] }>("/api/jobs?pageSize=100");
+      const page = await api.get<{ jobs: api.Job[] }>(JOBS_FIRST_PAGE);
       for (const j of page.jobs) if (rows.has(j.id)) put(j, false);
     } catch {
       // the next look will tell
