@@ -4,16 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/sluicehq/sluice/engine"
 	"github.com/sluicehq/sluice/storage/postgres"
-	"github.com/sluicehq/sluice/storage/postgres/pgtest"
 )
 
 // TestClaimPlansReadOnlyTheClaimedRows: on a job of a few thousand
@@ -25,12 +22,8 @@ import (
 // went on.)
 func TestClaimPlansReadOnlyTheClaimedRows(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	schema := pgtest.Schema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, NoListen: true})
-	require.NoError(t, err)
-	defer s.Close()
+	s, c := openForPlans(t)
 	now := time.Now()
 	j, err := s.CreateJob(ctx, &engine.CreateJobParams{UserID: 1, Pipeline: engine.DefaultPipeline, Now: now})
 	require.NoError(t, err)
@@ -42,26 +35,13 @@ func TestClaimPlansReadOnlyTheClaimedRows(t *testing.T) {
 	_, err = s.FinishIngest(ctx, &engine.FinishIngestParams{JobID: j.ID, Now: now})
 	require.NoError(t, err)
 
-	c, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, `SET search_path = `+pgx.Identifier{schema}.Sanitize())
-	require.NoError(t, err)
 	_, err = c.Exec(ctx, `ANALYZE job_items; ANALYZE jobs`)
 	require.NoError(t, err)
-	explain := func(q string, args ...any) string {
-		t.Helper()
-		rows, err := c.Query(ctx, "EXPLAIN "+q, args...)
-		require.NoError(t, err)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err)
-		return strings.Join(lines, "\n")
-	}
 	ms := now.UnixMilli()
-	plan := explain(postgres.ClaimJobsSQL, ms, 8, int64(0), 0, []int64{})
+	plan := explain(t, c, postgres.ClaimJobsSQL, ms, 8, int64(0), 0, []int64{})
 	require.NotContains(t, plan, "Seq Scan on job_items", plan)
 	require.Contains(t, plan, "job_items_job_status_updated", plan)
-	plan = explain(postgres.ClaimItemsSQL, j.ID, ms, 1000, "w", ms+60000)
+	plan = explain(t, c, postgres.ClaimItemsSQL, j.ID, ms, 1000, "w", ms+60000)
 	require.NotContains(t, plan, "Seq Scan on job_items", plan)
 	require.Contains(t, plan, "Tid Scan on job_items", plan)
 }

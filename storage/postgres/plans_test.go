@@ -18,18 +18,9 @@ import (
 // switched off so that an empty table cannot hide a missing index or order.
 func TestHotQueriesUseIndexes(t *testing.T) {
 	t.Parallel()
-	url := pgtest.URL(t)
-	schema := pgtest.Schema(t)
 	ctx := context.Background()
-	s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, NoListen: true})
-	require.NoError(t, err)
-	defer s.Close()
-	c, err := pgx.Connect(ctx, url)
-	require.NoError(t, err)
-	defer c.Close(ctx)
-	_, err = c.Exec(ctx, `SET search_path = `+pgx.Identifier{schema}.Sanitize())
-	require.NoError(t, err)
-	_, err = c.Exec(ctx, `SET enable_seqscan = off; SET enable_bitmapscan = off`)
+	_, c := openForPlans(t)
+	_, err := c.Exec(ctx, `SET enable_seqscan = off; SET enable_bitmapscan = off`)
 	require.NoError(t, err)
 	plans := []struct {
 		name, q, index string
@@ -53,14 +44,37 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 			"item_attempts_pkey", false},
 	}
 	for _, p := range plans {
-		rows, err := c.Query(ctx, "EXPLAIN "+p.q)
-		require.NoError(t, err, p.name)
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		require.NoError(t, err, p.name)
-		plan := strings.Join(lines, "\n")
+		plan := explain(t, c, p.q)
 		require.Contains(t, plan, p.index, "%s:\n%s", p.name, plan)
 		if p.sorted {
 			require.NotContains(t, plan, "Sort", "%s:\n%s", p.name, plan)
 		}
 	}
+}
+
+// openForPlans opens a store in a fresh schema and a plain connection
+// whose search_path is that schema, for EXPLAIN; both close with t.
+func openForPlans(t *testing.T) (*postgres.Store, *pgx.Conn) {
+	t.Helper()
+	url, schema := pgtest.URL(t), pgtest.Schema(t)
+	ctx := context.Background()
+	s, err := postgres.Open(ctx, url, postgres.Options{Schema: schema, NoListen: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	c, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close(ctx) })
+	_, err = c.Exec(ctx, `SET search_path = `+pgx.Identifier{schema}.Sanitize())
+	require.NoError(t, err)
+	return s, c
+}
+
+// explain returns the plan of q with args, one line per plan line.
+func explain(t *testing.T, c *pgx.Conn, q string, args ...any) string {
+	t.Helper()
+	rows, err := c.Query(context.Background(), "EXPLAIN "+q, args...)
+	require.NoError(t, err, q)
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	require.NoError(t, err, q)
+	return strings.Join(lines, "\n")
 }
