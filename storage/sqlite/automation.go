@@ -505,9 +505,14 @@ func (s *Store) ListWorkers(ctx context.Context) ([]*engine.Worker, error) {
 func (s *Store) ReclaimDeadWorkers(ctx context.Context, p *engine.ReclaimParams) (int, error) {
 	var n int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
+		// Items in flight are found through the jobs that hold any (the
+		// per-job index), as the global one leaves them out.
 		r, err := tx.ExecContext(ctx, `UPDATE job_items SET lease_expires_at = ?
-			WHERE status = 'PROCESSING' AND lease_expires_at > ? AND locked_by IN
-				(SELECT worker_id FROM job_workers WHERE last_seen < ?)`, ms(p.Now)-1, ms(p.Now), ms(p.StaleBefore))
+			WHERE id IN (SELECT i.id FROM jobs j INDEXED BY jobs_runnable
+				JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 'PROCESSING'
+				WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
+				AND i.lease_expires_at > ? AND i.locked_by IN (SELECT worker_id FROM job_workers WHERE last_seen < ?))`,
+			ms(p.Now)-1, ms(p.Now), ms(p.StaleBefore))
 		if err != nil {
 			return err
 		}

@@ -40,9 +40,13 @@ const laterStageSQL = `SELECT MIN(stage) FROM job_items INDEXED BY job_items_lat
 
 // stageInFlightSQL counts the PROCESSING items of the pipelines (a JSON
 // array) with a bounded stage, by stage. The items in flight are few (the
-// workers' claims), and the status index reads only them.
-const stageInFlightSQL = `SELECT pipeline, stage, count(*) FROM job_items INDEXED BY job_items_status_user_updated
-	WHERE status = 'PROCESSING' AND pipeline IN (SELECT value FROM json_each(?)) GROUP BY pipeline, stage`
+// workers' claims): the jobs that hold any are found by their counter, and
+// their items in flight by the per-job index.
+const stageInFlightSQL = `SELECT i.pipeline, i.stage, count(*)
+	FROM jobs j INDEXED BY jobs_runnable
+	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 'PROCESSING'
+	WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
+	AND j.pipeline IN (SELECT value FROM json_each(?)) GROUP BY i.pipeline, i.stage`
 
 const (
 	// Only jobs with a due item compete for the claim's shares: jobs whose

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -163,9 +164,27 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 				args = append(args, p.Pipeline)
 			}
 			err = keyRange(q, args...)
+		} else if st == engine.ItemProcessing {
+			// Items in flight are not in the global index (migration
+			// 00011): read them per job, from the few jobs that have any.
+			var jobs []int64
+			if jobs, err = inFlightJobs(ctx, tx, users); err == nil {
+				for _, j := range jobs {
+					q := selectItems(p.WithInput) + ` INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = 'PROCESSING'`
+					args := []any{j}
+					if p.Pipeline != "" {
+						q += " AND pipeline = ?"
+						args = append(args, p.Pipeline)
+					}
+					if err = keyRange(q, args...); err != nil {
+						break
+					}
+				}
+			}
 		} else {
 			for _, u := range users {
-				q := selectItems(p.WithInput) + ` INDEXED BY job_items_status_user_updated WHERE status = ? AND user_id = ?`
+				// The literal term lets SQLite use the partial index.
+				q := selectItems(p.WithInput) + ` INDEXED BY job_items_status_user_updated WHERE status = ? AND status <> 'PROCESSING' AND user_id = ?`
 				args := []any{string(st), u}
 				if p.Pipeline != "" {
 					q += " AND pipeline = ?"
@@ -189,6 +208,31 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 		page.Next = &engine.Cursor{UpdatedAt: last.UpdatedAt, ID: last.ID}
 	}
 	return page, nil
+}
+
+// inFlightJobs lists the jobs of the users that have items in flight
+// (only unfinished jobs can: the jobs_runnable index bounds the read).
+func inFlightJobs(ctx context.Context, tx *sql.Tx, users []int64) ([]int64, error) {
+	owners, err := json.Marshal(users)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs INDEXED BY jobs_runnable
+		WHERE queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND processing_items > 0
+		AND user_id IN (SELECT value FROM json_each(?))`, string(owners))
+	if err != nil {
+		return nil, fmt.Errorf("jobs with items in flight: %w", err)
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // mergeByKey merges lists sorted by (UpdatedAt, ID) and keeps the first n.

@@ -8,6 +8,15 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
+// expiredLeasesSQL finds items whose lease ended, through the jobs that
+// have items in flight and their per-job index (the global index leaves
+// items in flight out).
+const expiredLeasesSQL = `SELECT i.id, i.job_id, i.attempts, i.stage, i.locked_by, i.locked_at, j.max_attempts
+	FROM jobs j INDEXED BY jobs_runnable
+	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 'PROCESSING'
+	WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
+	AND i.lease_expires_at < ? LIMIT ?`
+
 // ReapExpiredLeases gives back items whose worker stopped renewing their
 // lease: to PENDING, or to ERROR (poison) once the job's attempts are spent.
 func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (int, error) {
@@ -19,9 +28,7 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (in
 	var moved int
 	err := s.tx(ctx, func(tx *sql.Tx) error {
 		moved = 0
-		rows, err := tx.QueryContext(ctx, `SELECT i.id, i.job_id, i.attempts, i.stage, i.locked_by, i.locked_at, j.max_attempts
-			FROM jobs j JOIN job_items i ON i.job_id = j.id AND i.status = 'PROCESSING'
-			WHERE j.processing_items > 0 AND i.lease_expires_at < ? LIMIT ?`, now, limit)
+		rows, err := tx.QueryContext(ctx, expiredLeasesSQL, now, limit)
 		if err != nil {
 			return err
 		}

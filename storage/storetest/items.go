@@ -20,6 +20,7 @@ var itemTests = []subtest{
 	{"ListKeysetWalk", testListItemsKeysetWalk},
 	{"ListKeysetSameUpdatedAt", testListItemsSameUpdatedAt},
 	{"ListAcrossJobs", testListItemsAcrossJobs},
+	{"ListInFlightAcrossJobs", testListItemsInFlightAcrossJobs},
 	{"ListUser", testListItemsUser},
 	{"ListWithInput", testListItemsWithInput},
 	{"ListPipeline", testListItemsPipeline},
@@ -270,6 +271,47 @@ func testListItemsAcrossJobs(t *testing.T, e *env) {
 	for _, it := range got {
 		require.Equal(t, b.ID, it.JobID)
 	}
+}
+
+// testListItemsInFlightAcrossJobs: the PROCESSING items of all jobs (and
+// of one owner's) list in keyset order, beside the other statuses, and
+// leave the listing once completed. A store may keep items in flight out
+// of its cross-job index (SQLite and PostgreSQL do).
+func testListItemsInFlightAcrossJobs(t *testing.T, e *env) {
+	other := e.addUser("other-owner", "user")
+	a := e.queuedJob(4)
+	e.advance(time.Second)
+	b := e.queuedJob(3)
+	e.advance(time.Second)
+	c := e.queuedJob(2, func(p *engine.CreateJobParams) { p.UserID = other.ID })
+	e.advance(time.Second)
+	claimed := e.claim("w1", 6)
+	require.Len(t, claimed, 6)
+	perJob := byJob(claimed)
+	require.Len(t, perJob, 3, "the claim took items of every job")
+	processing := []engine.ItemStatus{engine.ItemProcessing}
+
+	got := e.walkItems(engine.ListItemsParams{Statuses: processing, Limit: 2})
+	require.Len(t, got, 6)
+	requireKeysetOrder(t, got)
+	require.Equal(t, processing, statusesOf(got))
+
+	mine := e.walkItems(engine.ListItemsParams{UserID: e.user.ID, Statuses: processing, Limit: 1})
+	require.Len(t, mine, len(perJob[a.ID])+len(perJob[b.ID]), "only the owner's jobs")
+	for _, it := range mine {
+		require.NotEqual(t, c.ID, it.JobID)
+	}
+	both := e.walkItems(engine.ListItemsParams{Statuses: []engine.ItemStatus{engine.ItemPending, engine.ItemProcessing}, Limit: 3})
+	require.Len(t, both, 9)
+	requireKeysetOrder(t, both)
+
+	e.advance(time.Second)
+	e.completeAll("w1", perJob[a.ID], engine.ItemDone)
+	got = e.walkItems(engine.ListItemsParams{Statuses: processing, Limit: 2})
+	require.Len(t, got, 6-len(perJob[a.ID]), "completed items left the in-flight listing")
+	done := e.walkItems(engine.ListItemsParams{Statuses: []engine.ItemStatus{engine.ItemDone}, Limit: 2})
+	require.Len(t, done, len(perJob[a.ID]))
+	require.Equal(t, []engine.ItemStatus{engine.ItemDone}, statusesOf(done))
 }
 
 // testListItemsUser: UserID restricts the listing to one owner.
