@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +16,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	_ "modernc.org/sqlite"
+
+	"github.com/sluicehq/sluice/engine"
+	"github.com/sluicehq/sluice/storage/sqlite"
 )
 
 // buildBinary compiles sluice once per test binary run.
@@ -60,6 +64,9 @@ func openDB(t *testing.T, data string) *sql.DB {
 	return db
 }
 
+// stored is the code an item status has in the SQLite file.
+func stored(st engine.ItemStatus) string { return strconv.FormatInt(sqlite.StatusCode(st), 10) }
+
 func count(t *testing.T, db *sql.DB, q string, args ...any) int64 {
 	t.Helper()
 	var n int64
@@ -98,13 +105,13 @@ func TestCrashWorkerKill9(t *testing.T) {
 		// The store is consistent after every crash: counters equal rows.
 		requireCountersMatch(t, db)
 	}
-	done := count(t, db, `SELECT count(*) FROM job_items WHERE status = 'DONE'`)
+	done := count(t, db, `SELECT count(*) FROM job_items WHERE status = `+stored(engine.ItemDone))
 	require.Less(t, done, int64(rows), "the job should not be finished before the last restart; make the items slower")
 	out := run(t, sluiceCmd(bin, data, nil, "worker", "--drain", "--concurrency", "16"))
 	t.Log(strings.TrimSpace(out))
 
 	require.Equal(t, int64(rows), count(t, db, `SELECT count(*) FROM job_items`), "no item lost or added")
-	require.Equal(t, int64(rows), count(t, db, `SELECT count(*) FROM job_items WHERE status = 'DONE'`), "every item DONE")
+	require.Equal(t, int64(rows), count(t, db, `SELECT count(*) FROM job_items WHERE status = `+stored(engine.ItemDone)), "every item DONE")
 	require.Zero(t, count(t, db, `SELECT count(*) FROM job_items WHERE result_json IS NOT COALESCE(normalized_json, input_json)`), "every result right")
 	require.Zero(t, count(t, db, `SELECT count(*) FROM (SELECT item_id FROM item_attempts WHERE outcome = 'DONE'
 		GROUP BY item_id HAVING count(*) > 1)`), "no item completed twice")
@@ -124,12 +131,12 @@ func jobState(t *testing.T, db *sql.DB, id int64) string {
 func requireCountersMatch(t *testing.T, db *sql.DB) {
 	t.Helper()
 	rows, err := db.Query(`SELECT j.id, j.pending_items, j.processing_items, j.done_items, j.error_items, j.not_found_items, j.skipped_items,
-		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = 'PENDING'),
-		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = 'PROCESSING'),
-		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = 'DONE'),
-		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = 'ERROR'),
-		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = 'NOT_FOUND'),
-		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = 'SKIPPED')
+		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = ` + stored(engine.ItemPending) + `),
+		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = ` + stored(engine.ItemProcessing) + `),
+		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = ` + stored(engine.ItemDone) + `),
+		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = ` + stored(engine.ItemError) + `),
+		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = ` + stored(engine.ItemNotFound) + `),
+		(SELECT count(*) FROM job_items i WHERE i.job_id = j.id AND i.status = ` + stored(engine.ItemSkipped) + `)
 		FROM jobs j`)
 	require.NoError(t, err)
 	defer rows.Close()

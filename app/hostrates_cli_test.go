@@ -121,7 +121,7 @@ func TestHostRatesSurviveRestart(t *testing.T) {
 	}()
 	db := openDB(t, c.data)
 	require.Eventually(t, func() bool {
-		return count(t, db, `SELECT COUNT(*) FROM job_items WHERE status IN ('PENDING', 'PROCESSING')`) == 0
+		return count(t, db, `SELECT COUNT(*) FROM job_items WHERE status IN (`+stored(engine.ItemPending)+`, `+stored(engine.ItemProcessing)+`)`) == 0
 	}, 30*time.Second, 50*time.Millisecond)
 	cancel()
 	select {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/sluicehq/sluice/engine"
 )
 
 // startServe runs `sluice --serve` on a free port and returns the base URL
@@ -176,9 +178,9 @@ func TestServeFirstStartLinkAndGracefulStop(t *testing.T) {
 	require.NoError(t, wait(), "SIGTERM is a clean exit")
 
 	db := openDB(t, data)
-	require.Zero(t, count(t, db, `SELECT COUNT(*) FROM job_items WHERE status = 'PROCESSING'`), "no item is left PROCESSING after a graceful stop")
+	require.Zero(t, count(t, db, `SELECT COUNT(*) FROM job_items WHERE status = `+stored(engine.ItemProcessing)), "no item is left PROCESSING after a graceful stop")
 	require.Equal(t, int64(40), count(t, db, `SELECT COUNT(*) FROM job_items`))
-	require.Positive(t, count(t, db, `SELECT COUNT(*) FROM job_items WHERE status = 'DONE'`))
+	require.Positive(t, count(t, db, `SELECT COUNT(*) FROM job_items WHERE status = `+stored(engine.ItemDone)))
 	requireCountersMatch(t, db)
 }
 

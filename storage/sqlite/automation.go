@@ -509,7 +509,7 @@ func (s *Store) ReclaimDeadWorkers(ctx context.Context, p *engine.ReclaimParams)
 		// per-job index), as the global one leaves them out.
 		r, err := tx.ExecContext(ctx, `UPDATE job_items SET lease_expires_at = ?
 			WHERE id IN (SELECT i.id FROM jobs j INDEXED BY jobs_runnable
-				JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 'PROCESSING'
+				JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 1 /* PROCESSING */
 				WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
 				AND i.lease_expires_at > ? AND i.locked_by IN (SELECT worker_id FROM job_workers WHERE last_seen < ?))`,
 			ms(p.Now)-1, ms(p.Now), ms(p.StaleBefore))

@@ -11,32 +11,32 @@ import (
 	"github.com/sluicehq/sluice/engine"
 )
 
-const claimItemsSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?, locked_at = ?, lease_expires_at = ?,
+const claimItemsSQL = `UPDATE job_items SET status = 1 /* PROCESSING */, locked_by = ?, locked_at = ?, lease_expires_at = ?,
 		attempts = attempts + 1, updated_at = ?
 	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_job_status_updated
-		WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
+		WHERE job_id = ? AND status = 0 /* PENDING */ AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
 	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
 // claimStage0SQL is claimItemsSQL for a job that also has items at later
 // stages: stage 0 first (strict stage order).
-const claimStage0SQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?, locked_at = ?, lease_expires_at = ?,
+const claimStage0SQL = `UPDATE job_items SET status = 1 /* PROCESSING */, locked_by = ?, locked_at = ?, lease_expires_at = ?,
 		attempts = attempts + 1, updated_at = ?
 	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_job_status_updated
-		WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? AND stage = 0 ORDER BY updated_at, id LIMIT ?)
+		WHERE job_id = ? AND status = 0 /* PENDING */ AND updated_at <= ? AND stage = 0 ORDER BY updated_at, id LIMIT ?)
 	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
 // claimLaterSQL claims the due items of one later stage of a job, from the
 // index of PENDING items past stage 0.
-const claimLaterSQL = `UPDATE job_items SET status = 'PROCESSING', locked_by = ?, locked_at = ?, lease_expires_at = ?,
+const claimLaterSQL = `UPDATE job_items SET status = 1 /* PROCESSING */, locked_by = ?, locked_at = ?, lease_expires_at = ?,
 		attempts = attempts + 1, updated_at = ?
 	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_later_stages
-		WHERE job_id = ? AND status = 'PENDING' AND stage > 0 AND stage = ? AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
+		WHERE job_id = ? AND status = 0 /* PENDING */ AND stage > 0 AND stage = ? AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
 	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
 
 // laterStageSQL finds a job's next stage above ? with PENDING items (due
 // or not), past stage 0: one seek in job_items_later_stages.
 const laterStageSQL = `SELECT MIN(stage) FROM job_items INDEXED BY job_items_later_stages
-	WHERE job_id = ? AND status = 'PENDING' AND stage > 0 AND stage > ?`
+	WHERE job_id = ? AND status = 0 /* PENDING */ AND stage > 0 AND stage > ?`
 
 // stageInFlightSQL counts the PROCESSING items of the pipelines (a JSON
 // array) with a bounded stage, by stage. The items in flight are few (the
@@ -44,7 +44,7 @@ const laterStageSQL = `SELECT MIN(stage) FROM job_items INDEXED BY job_items_lat
 // their items in flight by the per-job index.
 const stageInFlightSQL = `SELECT i.pipeline, i.stage, count(*)
 	FROM jobs j INDEXED BY jobs_runnable
-	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 'PROCESSING'
+	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 1 /* PROCESSING */
 	WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
 	AND j.pipeline IN (SELECT value FROM json_each(?)) GROUP BY i.pipeline, i.stage`
 
@@ -62,7 +62,7 @@ const (
 		AND (?4 = 0 OR processing_items < ?4)
 		AND user_id NOT IN (SELECT value FROM json_each(?5))
 		AND EXISTS (SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
-			WHERE job_items.job_id = jobs.id AND status = 'PENDING' AND updated_at <= ?1)
+			WHERE job_items.job_id = jobs.id AND status = 0 /* PENDING */ AND updated_at <= ?1)
 		ORDER BY priority DESC, claim_ticket, id LIMIT ?2`
 	claimTicketSQL = `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`
 	// userInFlightSQL reads the PROCESSING items of jobs, to sum per user. Only unfinished
@@ -335,7 +335,7 @@ func (s *Store) RenewLeases(ctx context.Context, p *engine.RenewLeasesParams) (i
 				args = append(args, id)
 			}
 			res, err := tx.ExecContext(ctx, `UPDATE job_items SET lease_expires_at = ?
-				WHERE locked_by = ? AND status = 'PROCESSING' AND id IN (`+placeholders(len(chunk))+`)`, args...)
+				WHERE locked_by = ? AND status = 1 /* PROCESSING */ AND id IN (`+placeholders(len(chunk))+`)`, args...)
 			if err != nil {
 				return err
 			}
@@ -378,7 +378,7 @@ func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueS
 	if pending > 0 {
 		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
-			AND status = 'PENDING' AND updated_at <= ?`, ms(now)).Scan(&q.Due)
+			AND status = 0 /* PENDING */ AND updated_at <= ?`, ms(now)).Scan(&q.Due)
 		if err != nil {
 			return nil, fmt.Errorf("queue summary: %w", err)
 		}
@@ -386,7 +386,7 @@ func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueS
 		if q.Later > 0 {
 			err = s.r.QueryRowContext(ctx, `SELECT min(updated_at) FROM job_items INDEXED BY job_items_job_status_updated
 				WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
-				AND status = 'PENDING' AND updated_at > ?`, ms(now)).Scan(&next)
+				AND status = 0 /* PENDING */ AND updated_at > ?`, ms(now)).Scan(&next)
 			if err != nil {
 				return nil, fmt.Errorf("queue summary: %w", err)
 			}

@@ -18,14 +18,14 @@ const completeItemSQL = `UPDATE job_items SET status = ?, stage = ?,
 		attempts = CASE WHEN stage = ? THEN attempts ELSE 0 END,
 		result_json = COALESCE(?, result_json), last_error = ?, last_error_code = ?, run_at = ?, strategy = ?,
 		locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = ?
-	WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ? AND stage = ?`
+	WHERE id = ? AND status = 1 /* PROCESSING */ AND locked_by = ? AND attempts = ? AND stage = ?`
 
 // handOffItemSQL applies an advancing outcome whose worker keeps the item
 // (engine.Outcome.HandOff): under the same guard, the item moves to its
 // next stage with that stage's first attempt begun and a new lease.
 const handOffItemSQL = `UPDATE job_items SET stage = ?, attempts = 1, result_json = COALESCE(?, result_json),
 		last_error = NULL, last_error_code = NULL, run_at = ?, strategy = ?, locked_at = ?, lease_expires_at = ?, updated_at = ?
-	WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ? AND stage = ?`
+	WHERE id = ? AND status = 1 /* PROCESSING */ AND locked_by = ? AND attempts = ? AND stage = ?`
 
 // jobRunnableSQL tells whether a job still takes new attempts.
 const jobRunnableSQL = `SELECT queue_state IN ('QUEUED', 'RUNNING') FROM jobs WHERE id = ?`
@@ -102,7 +102,7 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 					ms(o.LeaseUntil), now, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
 			} else {
 				// A PENDING item's updated_at is its due time (see the schema).
-				r, err = stmt.ExecContext(ctx, string(o.Status), nextStage, nextStage, nullJSON(o.Result), nullStr(o.Error),
+				r, err = stmt.ExecContext(ctx, statusCode(o.Status), nextStage, nextStage, nullJSON(o.Result), nullStr(o.Error),
 					nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
 			}
 			if err != nil {

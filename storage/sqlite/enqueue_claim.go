@@ -14,7 +14,7 @@ var _ engine.EnqueueClaimer = (*Store)(nil)
 // (claimItemsSQL): PROCESSING, locked by the worker, leased, attempt 1.
 const enqueueClaimedItemSQL = `INSERT INTO job_items (job_id, user_id, pipeline, run_at, updated_at, seq, input_json, normalized_json,
 		status, attempts, locked_by, locked_at, lease_expires_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'PROCESSING', 1, ?, ?, ?)`
+	VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1 /* PROCESSING */, 1, ?, ?, ?)`
 
 // enqueueClaimedJobSQL finishes the job of a claimed one-item enqueue as
 // enqueueDoneSQL and a claim (claimJobSQL) together would: one item, in

@@ -36,7 +36,7 @@ func itemInsertSQL(n int, lean bool, jobID, userID int64, pipeline string, now i
 	b.WriteString(`INSERT INTO job_items (job_id, user_id, pipeline, run_at, updated_at, seq, input_json, normalized_json, status, last_error) VALUES `)
 	values := "?,?,?,?,?"
 	if lean {
-		values = "?,?,NULL,'PENDING',NULL"
+		values = "?,?,NULL,0,NULL"
 	}
 	row := fmt.Sprintf("(%d,%d,%s,%d,%d,%s)", jobID, userID, quoteLiteral(pipeline), now, now, values)
 	for i := 0; i < n; i++ {
@@ -249,7 +249,7 @@ func fullRow(args []any, it *engine.NewItem) []any {
 	if it.Input == nil || !sameJSON(it.Input, it.Normalized) {
 		norm = jsonText(it.Normalized)
 	}
-	return append(args, it.Seq, jsonText(it.Input), norm, string(st), nullStr(it.LastError))
+	return append(args, it.Seq, jsonText(it.Input), norm, statusCode(st), nullStr(it.LastError))
 }
 
 // insertOneItemSQL inserts the item of a one-item job (API calls, triggers,

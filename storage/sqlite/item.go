@@ -23,8 +23,7 @@ func scanItem(sc scanner, withInput bool) (*engine.Item, error) {
 	var result, lastErr, lastCode, lockedBy, input, norm sql.NullString
 	var lockedAt, lease sql.NullInt64
 	var runAt, updated int64
-	var status string
-	dest := []any{&it.ID, &it.JobID, &it.UserID, &it.Pipeline, &it.Seq, &it.Stage, &result, &status, &it.Attempts,
+	dest := []any{&it.ID, &it.JobID, &it.UserID, &it.Pipeline, &it.Seq, &it.Stage, &result, statusCol{&it.Status}, &it.Attempts,
 		&runAt, &lastErr, &lastCode, &lockedBy, &lockedAt, &lease, &it.Strategy, &updated}
 	if withInput {
 		dest = append(dest, &input, &norm)
@@ -32,7 +31,6 @@ func scanItem(sc scanner, withInput bool) (*engine.Item, error) {
 	if err := sc.Scan(dest...); err != nil {
 		return nil, err
 	}
-	it.Status = engine.ItemStatus(status)
 	if result.Valid {
 		it.Result = []byte(result.String)
 	}
@@ -154,7 +152,7 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 		var err error
 		if p.JobID != 0 {
 			q := selectItems(p.WithInput) + ` INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = ?`
-			args := []any{p.JobID, string(st)}
+			args := []any{p.JobID, statusCode(st)}
 			if p.UserID != 0 {
 				q += " AND user_id = ?"
 				args = append(args, p.UserID)
@@ -170,7 +168,7 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 			var jobs []int64
 			if jobs, err = inFlightJobs(ctx, tx, users); err == nil {
 				for _, j := range jobs {
-					q := selectItems(p.WithInput) + ` INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = 'PROCESSING'`
+					q := selectItems(p.WithInput) + ` INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = 1 /* PROCESSING */`
 					args := []any{j}
 					if p.Pipeline != "" {
 						q += " AND pipeline = ?"
@@ -184,8 +182,8 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 		} else {
 			for _, u := range users {
 				// The literal term lets SQLite use the partial index.
-				q := selectItems(p.WithInput) + ` INDEXED BY job_items_status_user_updated WHERE status = ? AND status <> 'PROCESSING' AND user_id = ?`
-				args := []any{string(st), u}
+				q := selectItems(p.WithInput) + ` INDEXED BY job_items_status_user_updated WHERE status = ? AND status <> 1 /* PROCESSING */ AND user_id = ?`
+				args := []any{statusCode(st), u}
 				if p.Pipeline != "" {
 					q += " AND pipeline = ?"
 					args = append(args, p.Pipeline)
@@ -355,7 +353,7 @@ func (s *Store) scanFull(ctx context.Context, p *engine.ScanItemsParams, fn func
 	}
 	var ranges []itemRange
 	for _, st := range engine.DistinctStatuses(p.Statuses) {
-		rows, err := tx.QueryContext(ctx, selectItems(p.WithInput)+scanQuery, p.JobID, string(st))
+		rows, err := tx.QueryContext(ctx, selectItems(p.WithInput)+scanQuery, p.JobID, statusCode(st))
 		if err != nil {
 			return err
 		}
@@ -462,7 +460,7 @@ func scanGridTx(ctx context.Context, q driver.QueryerContext, p *engine.ScanItem
 	// Which statuses have items (one index probe each)?
 	var statuses []engine.ItemStatus
 	for _, st := range engine.DistinctStatuses(p.Statuses) {
-		args := []driver.NamedValue{{Ordinal: 1, Value: p.JobID}, {Ordinal: 2, Value: string(st)}}
+		args := []driver.NamedValue{{Ordinal: 1, Value: p.JobID}, {Ordinal: 2, Value: statusCode(st)}}
 		rows, err := q.QueryContext(ctx, `SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_id = ? AND status = ? LIMIT 1`, args)
 		if err != nil {
@@ -484,7 +482,7 @@ func scanGridTx(ctx context.Context, q driver.QueryerContext, p *engine.ScanItem
 	var ranges []itemRange
 	for _, st := range statuses {
 		rows, err := q.QueryContext(ctx, query, []driver.NamedValue{
-			{Ordinal: 1, Value: p.JobID}, {Ordinal: 2, Value: string(st)}})
+			{Ordinal: 1, Value: p.JobID}, {Ordinal: 2, Value: statusCode(st)}})
 		if err != nil {
 			return err
 		}
@@ -589,11 +587,11 @@ func (s *Store) ReprocessItems(ctx context.Context, p *engine.ReprocessParams) (
 			if !st.Terminal() {
 				continue // PENDING and PROCESSING items are never touched
 			}
-			q := `UPDATE job_items SET status = 'PENDING', run_at = ?, updated_at = ?, stage = 0, strategy = 0,
+			q := `UPDATE job_items SET status = 0 /* PENDING */, run_at = ?, updated_at = ?, stage = 0, strategy = 0,
 					result_json = NULL, locked_by = NULL, locked_at = NULL, lease_expires_at = NULL,
 					attempts = CASE WHEN ? THEN 0 ELSE attempts END
 				WHERE job_id = ? AND status = ?`
-			args := []any{now, now, reset, p.JobID, string(st)}
+			args := []any{now, now, reset, p.JobID, statusCode(st)}
 			var n int64
 			if len(p.ItemIDs) > 0 {
 				for start := 0; start < len(p.ItemIDs); start += 500 {

@@ -451,8 +451,8 @@ func (s *Store) checkDedupe(ctx context.Context, tx *sql.Tx, p *engine.CreateJob
 // the counters, in the caller's transaction (a canceled job's items that
 // never ran). Items running now finish and keep their outcome.
 func skipPending(ctx context.Context, tx *sql.Tx, jobID int64, reason string, now int64) error {
-	r, err := tx.ExecContext(ctx, `UPDATE job_items SET status = 'SKIPPED', last_error = ?, last_error_code = NULL, updated_at = ?
-		WHERE job_id = ? AND status = 'PENDING'`, reason, now, jobID)
+	r, err := tx.ExecContext(ctx, `UPDATE job_items SET status = 5 /* SKIPPED */, last_error = ?, last_error_code = NULL, updated_at = ?
+		WHERE job_id = ? AND status = 0 /* PENDING */`, reason, now, jobID)
 	if err != nil {
 		return err
 	}

@@ -13,7 +13,7 @@ import (
 // items in flight out).
 const expiredLeasesSQL = `SELECT i.id, i.job_id, i.attempts, i.stage, i.locked_by, i.locked_at, j.max_attempts
 	FROM jobs j INDEXED BY jobs_runnable
-	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 'PROCESSING'
+	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 1 /* PROCESSING */
 	WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
 	AND i.lease_expires_at < ? LIMIT ?`
 
@@ -62,8 +62,8 @@ func (s *Store) ReapExpiredLeases(ctx context.Context, p *engine.ReapParams) (in
 			}
 			_, err := tx.ExecContext(ctx, `UPDATE job_items SET status = ?, run_at = ?, last_error = ?, last_error_code = ?,
 					locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = ?
-				WHERE id = ? AND status = 'PROCESSING'`,
-				string(status), now, msg, string(engine.ClassPoison), now, e.id)
+				WHERE id = ? AND status = 1 /* PROCESSING */`,
+				statusCode(status), now, msg, string(engine.ClassPoison), now, e.id)
 			if err != nil {
 				return err
 			}
@@ -107,9 +107,9 @@ func (s *Store) ReleaseItems(ctx context.Context, p *engine.ReleaseItemsParams) 
 		released = 0
 		deltas := map[int64]*jobDelta{}
 		for _, it := range p.Items {
-			r, err := tx.ExecContext(ctx, `UPDATE job_items SET status = 'PENDING', attempts = attempts - 1, run_at = ?,
+			r, err := tx.ExecContext(ctx, `UPDATE job_items SET status = 0 /* PENDING */, attempts = attempts - 1, run_at = ?,
 					locked_by = NULL, locked_at = NULL, lease_expires_at = NULL, updated_at = ?
-				WHERE id = ? AND status = 'PROCESSING' AND locked_by = ? AND attempts = ? AND stage = ?`,
+				WHERE id = ? AND status = 1 /* PROCESSING */ AND locked_by = ? AND attempts = ? AND stage = ?`,
 				now, now, it.ID, p.WorkerID, it.Attempts, it.Stage)
 			if err != nil {
 				return err

@@ -34,7 +34,7 @@ func itemMarksTx(ctx context.Context, q driver.QueryerContext, jobID int64, stat
 	var ranges []*keyRange
 	for _, st := range engine.DistinctStatuses(statuses) {
 		rows, err := q.QueryContext(ctx, `SELECT updated_at, id FROM job_items`+scanQuery,
-			[]driver.NamedValue{{Ordinal: 1, Value: jobID}, {Ordinal: 2, Value: string(st)}})
+			[]driver.NamedValue{{Ordinal: 1, Value: jobID}, {Ordinal: 2, Value: statusCode(st)}})
 		if err != nil {
 			return err
 		}

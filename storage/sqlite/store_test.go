@@ -87,12 +87,12 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		args []any
 		want string
 	}{
-		"claim": {`SELECT id FROM job_items WHERE job_id = ? AND status = 'PENDING' AND updated_at <= ? ORDER BY updated_at, id LIMIT ?`,
+		"claim": {`SELECT id FROM job_items WHERE job_id = ? AND status = 0 AND updated_at <= ? ORDER BY updated_at, id LIMIT ?`,
 			[]any{1, 2, 3}, "job_items_job_status_updated"},
 		"keyset per job": {`SELECT id FROM job_items INDEXED BY job_items_job_status_updated WHERE job_id = ? AND status = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
-			[]any{1, "PENDING", 0, 0, 100}, "job_items_job_status_updated"},
-		"keyset global": {`SELECT id FROM job_items INDEXED BY job_items_status_user_updated WHERE status = ? AND status <> 'PROCESSING' AND user_id = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
-			[]any{"PENDING", 1, 0, 0, 100}, "job_items_status_user_updated"},
+			[]any{1, statusCode(engine.ItemPending), 0, 0, 100}, "job_items_job_status_updated"},
+		"keyset global": {`SELECT id FROM job_items INDEXED BY job_items_status_user_updated WHERE status = ? AND status <> 1 /* PROCESSING */ AND user_id = ? AND (updated_at, id) > (?, ?) ORDER BY updated_at, id LIMIT ?`,
+			[]any{statusCode(engine.ItemPending), 1, 0, 0, 100}, "job_items_status_user_updated"},
 		// Items in flight are not in the global index: every read of them
 		// goes through the jobs that hold any and the per-job index.
 		"stage in flight": {stageInFlightSQL, []any{`["noop"]`}, "job_items_job_status_updated"},

@@ -31,6 +31,9 @@ type Table struct {
 	// Identity names the column whose sequence is moved past the copied
 	// ids ("" = none).
 	Identity string
+	// Read gives, for a column stored differently on the two sides, the
+	// SQLite expression that reads it in PostgreSQL's form.
+	Read map[string]string
 }
 
 // Tables are the tables copied, parents before children. The heartbeats of
@@ -44,7 +47,8 @@ var Tables = []Table{
 	{Name: "files", Key: []string{"id"}, Identity: "id"},
 	{Name: "pipelines", Key: []string{"name"}},
 	{Name: "jobs", Key: []string{"id"}, Identity: "id"},
-	{Name: "job_items", Key: []string{"id"}, Identity: "id"},
+	// SQLite stores item statuses as codes, PostgreSQL as their names.
+	{Name: "job_items", Key: []string{"id"}, Identity: "id", Read: map[string]string{"status": sqlite.StatusNameSQL("status")}},
 	// Keyed by (item_id, id) on PostgreSQL (migration 6).
 	{Name: "item_attempts", Key: []string{"item_id", "id"}, Identity: "id"},
 	{Name: "host_rates", Key: []string{"host"}},

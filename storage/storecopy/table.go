@@ -163,8 +163,10 @@ func (c *copier) copyTable(t Table, st tableState) (int64, error) {
 		return 0, err
 	}
 	names := make([]string, len(cols))
+	reads := make([]string, len(cols))
 	for i, col := range cols {
 		names[i] = quote(col.name)
+		reads[i] = cmp.Or(t.Read[col.name], names[i])
 	}
 	keyIdx := make([]int, len(t.Key))
 	for i, k := range t.Key {
@@ -175,7 +177,7 @@ func (c *copier) copyTable(t Table, st tableState) (int64, error) {
 	}
 	keyList := quoteAll(t.Key)
 	batch := cmp.Or(t.Batch, c.opts.BatchRows)
-	sel := `SELECT ` + strings.Join(names, ", ") + ` FROM ` + quote(t.Name)
+	sel := `SELECT ` + strings.Join(reads, ", ") + ` FROM ` + quote(t.Name)
 	var inserted int64
 	for {
 		q, args := sel, []any{}
