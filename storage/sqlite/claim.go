@@ -6,16 +6,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
 )
 
+// The claims return only the ids they took: ClaimItems reads the items
+// after the commit, on the read pool (claimedItemsSQL), so that the one
+// write connection, the queue's bottleneck, neither copies their payloads
+// nor hands their columns over row by row (docs/BENCHMARKS.md).
 const claimItemsSQL = `UPDATE job_items SET status = 1 /* PROCESSING */, locked_by = ?, locked_at = ?, lease_expires_at = ?,
 		attempts = attempts + 1, updated_at = ?
 	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_job_status_updated
 		WHERE job_id = ? AND status = 0 /* PENDING */ AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
-	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
+	RETURNING id`
 
 // claimStage0SQL is claimItemsSQL for a job that also has items at later
 // stages: stage 0 first (strict stage order).
@@ -23,7 +28,7 @@ const claimStage0SQL = `UPDATE job_items SET status = 1 /* PROCESSING */, locked
 		attempts = attempts + 1, updated_at = ?
 	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_job_status_updated
 		WHERE job_id = ? AND status = 0 /* PENDING */ AND updated_at <= ? AND stage = 0 ORDER BY updated_at, id LIMIT ?)
-	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
+	RETURNING id`
 
 // claimLaterSQL claims the due items of one later stage of a job, from the
 // index of PENDING items past stage 0.
@@ -31,7 +36,7 @@ const claimLaterSQL = `UPDATE job_items SET status = 1 /* PROCESSING */, locked_
 		attempts = attempts + 1, updated_at = ?
 	WHERE id IN (SELECT id FROM job_items INDEXED BY job_items_later_stages
 		WHERE job_id = ? AND status = 0 /* PENDING */ AND stage > 0 AND stage = ? AND updated_at <= ? ORDER BY updated_at, id LIMIT ?)
-	RETURNING id, job_id, user_id, pipeline, seq, stage, COALESCE(normalized_json, input_json), result_json, attempts, strategy, run_at`
+	RETURNING id`
 
 // laterStageSQL finds a job's next stage above ? with PENDING items (due
 // or not), past stage 0: one seek in job_items_later_stages.
@@ -92,11 +97,11 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	}
 	now := ms(p.Now)
 	lease := ms(p.Now.Add(p.LeaseFor))
-	var out []*engine.Item
+	var out claimOut
 	// A claim need not survive power loss (see lightTx): its commit skips
 	// the fsync, which is most of an idle worker's pickup latency.
 	err := s.lightTx(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
+		out = claimOut{}
 		// userLeft: how many more items each user may have in flight
 		// (only with a per-user limit; users at it are left out).
 		var userLeft map[int64]int
@@ -191,7 +196,90 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("claim items: %w", err)
 	}
-	return out, nil
+	items, err := s.claimedItems(ctx, &out, p.WorkerID, now, lease)
+	if err != nil {
+		return nil, fmt.Errorf("claim items: %w", err)
+	}
+	return items, nil
+}
+
+// claimOut collects the ids one ClaimItems took, in runs: one run per
+// claim statement (a job, or one stage of a job), in the order run.
+type claimOut struct {
+	ids    []int64
+	starts []int
+}
+
+// claimedItemsSQL reads claimed items by id (a JSON array).
+const claimedItemsSQL = `SELECT id, job_id, user_id, pipeline, seq, stage, attempts, strategy, run_at,
+		COALESCE(normalized_json, input_json), result_json
+	FROM job_items WHERE id IN (SELECT value FROM json_each(?))`
+
+// claimedItems reads the items a claim took from a read connection, after
+// the claim committed, and returns them run by run, each run in run_at, id
+// order. What is read cannot change while an item is claimed (only its
+// lease holder moves it on), except by the deletion of its job: such items
+// are left out, as they no longer exist.
+func (s *Store) claimedItems(ctx context.Context, out *claimOut, worker string, now, lease int64) ([]*engine.Item, error) {
+	if len(out.ids) == 0 {
+		return nil, nil
+	}
+	list := make([]byte, 0, 8*len(out.ids))
+	list = append(list, '[')
+	for i, id := range out.ids {
+		if i > 0 {
+			list = append(list, ',')
+		}
+		list = strconv.AppendInt(list, id, 10)
+	}
+	list = append(list, ']')
+	st, err := s.reads.get(ctx, claimedItemsSQL)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := st.QueryContext(ctx, string(list))
+	if err != nil {
+		return nil, fmt.Errorf("read claimed items: %w", err)
+	}
+	defer rows.Close()
+	lockedAt, leaseAt := fromMS(now), fromMS(lease)
+	byID := make(map[int64]*engine.Item, len(out.ids))
+	for rows.Next() {
+		it := &engine.Item{Status: engine.ItemProcessing, LockedBy: worker, LockedAt: &lockedAt, LeaseExpiresAt: &leaseAt,
+			UpdatedAt: lockedAt}
+		var runAt int64
+		var norm, result []byte
+		if err := rows.Scan(&it.ID, &it.JobID, &it.UserID, &it.Pipeline, &it.Seq, &it.Stage,
+			&it.Attempts, &it.Strategy, &runAt, &norm, &result); err != nil {
+			return nil, err
+		}
+		it.RunAt, it.Normalized, it.Result = fromMS(runAt), norm, result
+		byID[it.ID] = it
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read claimed items: %w", err)
+	}
+	items := make([]*engine.Item, 0, len(byID))
+	for r, start := range out.starts {
+		end := len(out.ids)
+		if r+1 < len(out.starts) {
+			end = out.starts[r+1]
+		}
+		first := len(items)
+		for _, id := range out.ids[start:end] {
+			if it := byID[id]; it != nil {
+				items = append(items, it)
+			}
+		}
+		// RETURNING gives no order; hand items out in run_at, id order.
+		slices.SortFunc(items[first:], func(a, b *engine.Item) int {
+			if c := a.RunAt.Compare(b.RunAt); c != 0 {
+				return c
+			}
+			return int(a.ID - b.ID)
+		})
+	}
+	return items, nil
 }
 
 // userInFlight returns how many more items each user with items in flight
@@ -260,7 +348,7 @@ func stageBudgets(ctx context.Context, tx *sql.Tx, limits []engine.StageLimit) (
 // first (engine.ClaimInStageOrder). A job with nothing past stage 0 and no
 // bound on stage 0 (every single-stage job) takes the one-query path.
 func (s *Store) claimJobItems(ctx context.Context, tx *sql.Tx, jobID int64, pipeline string, limit int,
-	budgets engine.StageBudgets, worker string, now, lease int64, out *[]*engine.Item) (int, error) {
+	budgets engine.StageBudgets, worker string, now, lease int64, out *claimOut) (int, error) {
 	later := tx.StmtContext(ctx, s.laterStage)
 	next := func(after int) (int, bool, error) {
 		var st sql.NullInt64
@@ -279,47 +367,29 @@ func (s *Store) claimJobItems(ctx context.Context, tx *sql.Tx, jobID int64, pipe
 }
 
 // claimFromJob runs one claim statement (its SET arguments from worker,
-// now and lease, then the arguments of its WHERE) and appends the items it
-// took to out, in run_at, id order.
-func claimFromJob(ctx context.Context, stmt *sql.Stmt, out *[]*engine.Item, worker string, now, lease int64, where ...any) (int, error) {
+// now and lease, then the arguments of its WHERE) and adds the ids it took
+// to out as one run.
+func claimFromJob(ctx context.Context, stmt *sql.Stmt, out *claimOut, worker string, now, lease int64, where ...any) (int, error) {
 	rows, err := stmt.QueryContext(ctx, append([]any{worker, now, lease, now}, where...)...)
 	if err != nil {
 		return 0, err
 	}
 	defer rows.Close()
-	start := len(*out)
-	lockedAt := fromMS(now)
-	leaseAt := fromMS(lease)
+	start := len(out.ids)
 	for rows.Next() {
-		it := &engine.Item{Status: engine.ItemProcessing, LockedBy: worker, LockedAt: &lockedAt, LeaseExpiresAt: &leaseAt,
-			UpdatedAt: lockedAt}
-		var norm, result sql.NullString
-		var runAt int64
-		if err := rows.Scan(&it.ID, &it.JobID, &it.UserID, &it.Pipeline, &it.Seq, &it.Stage, &norm, &result,
-			&it.Attempts, &it.Strategy, &runAt); err != nil {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
 			return 0, err
 		}
-		if norm.Valid {
-			it.Normalized = []byte(norm.String)
-		}
-		if result.Valid {
-			it.Result = []byte(result.String)
-		}
-		it.RunAt = fromMS(runAt)
-		*out = append(*out, it)
+		out.ids = append(out.ids, id)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, err
 	}
-	// RETURNING gives no order; hand items out in run_at, id order.
-	claimed := (*out)[start:]
-	slices.SortFunc(claimed, func(a, b *engine.Item) int {
-		if c := a.RunAt.Compare(b.RunAt); c != 0 {
-			return c
-		}
-		return int(a.ID - b.ID)
-	})
-	return len(claimed), nil
+	if n := len(out.ids) - start; n > 0 {
+		out.starts = append(out.starts, start)
+	}
+	return len(out.ids) - start, nil
 }
 
 // RenewLeases extends the leases the worker still holds.
