@@ -3,10 +3,12 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -47,13 +49,10 @@ func attemptInsertSQL(n int) string {
 	return b.String()
 }
 
-var attemptManySQL = attemptInsertSQL(attemptsPerInsert)
-
-// A batch's tail of attempts (fewer than attemptsPerInsert) goes in
-// statements of ten and of one row, prepared at open (writeCachedSQL): a
+// A batch's attempts go in statements of attemptsPerInsert rows, its tail
+// in statements of ten and of one row, all prepared once (rawWrites): a
 // statement of the tail's own size would be parsed for each commit, which
 // costs more than the insert when a commit carries one or a few outcomes.
-var attemptTenSQL, attemptOneSQL = attemptInsertSQL(10), attemptInsertSQL(1)
 
 // jobDelta accumulates counter changes of one job within a transaction.
 type jobDelta struct {
@@ -63,91 +62,38 @@ type jobDelta struct {
 }
 
 // CompleteItems applies many outcomes in one transaction.
+//
+// The per-item statements run on the driver's connection directly
+// (rawWrites), not through database/sql: at tens of thousands of outcomes
+// a second on the one write connection, database/sql's per-call work
+// (argument conversion, locking, result wrapping) was a measurable share
+// of the queue's bottleneck (docs/BENCHMARKS.md). The job counters that
+// close the transaction go through database/sql as before.
 func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams) (*engine.CompleteItemsResult, error) {
 	res := &engine.CompleteItemsResult{}
 	if len(p.Outcomes) == 0 {
 		return res, nil
 	}
 	now := ms(p.Now)
-	err := s.tx(ctx, func(tx *sql.Tx) error {
+	c, err := s.w.Conn(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("complete items: begin: %w", err)
+	}
+	defer c.Close()
+	err = runTx(ctx, c, &s.fullBusy, func(tx *sql.Tx) error {
 		*res = engine.CompleteItemsResult{}
-		stmt := tx.StmtContext(ctx, s.completeOne)
-		attemptStmt := tx.StmtContext(ctx, s.attemptMany)
 		deltas := map[int64]*jobDelta{}
-		// runnable caches whether a job takes hand-offs (its state cannot
-		// change under this write transaction).
-		runnable := map[int64]bool{}
-		var attempts []any
-		for i := range p.Outcomes {
-			o := &p.Outcomes[i]
-			nextStage, at, err := o.Next(p.Now)
+		// The transaction holds the connection; Raw borrows it between
+		// two of the transaction's own calls.
+		err := c.Raw(func(dc any) error {
+			rs, err := s.rawStmtsFor(ctx, dc)
 			if err != nil {
 				return err
 			}
-			runAt := ms(at)
-			handOff := o.WantsHandOff(p.Now)
-			if handOff {
-				ok, seen := runnable[o.JobID]
-				if !seen {
-					if err := tx.QueryRowContext(ctx, jobRunnableSQL, o.JobID).Scan(&ok); err != nil && !errors.Is(err, sql.ErrNoRows) {
-						return fmt.Errorf("complete item %d: %w", o.ItemID, err)
-					}
-					runnable[o.JobID] = ok
-				}
-				handOff = ok
-			}
-			var r sql.Result
-			if handOff {
-				r, err = tx.StmtContext(ctx, s.handOffOne).ExecContext(ctx, nextStage, nullJSON(o.Result), now, o.Strategy, now,
-					ms(o.LeaseUntil), now, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
-			} else {
-				// A PENDING item's updated_at is its due time (see the schema).
-				r, err = stmt.ExecContext(ctx, statusCode(o.Status), nextStage, nextStage, nullJSON(o.Result), nullStr(o.Error),
-					nullStr(string(o.ErrorClass)), runAt, o.Strategy, runAt, o.ItemID, p.WorkerID, o.Attempt, o.Stage)
-			}
-			if err != nil {
-				return fmt.Errorf("complete item %d: %w", o.ItemID, err)
-			}
-			if n, _ := r.RowsAffected(); n == 0 {
-				res.Stale = append(res.Stale, o.ItemID)
-				continue
-			}
-			res.Applied++
-			d := deltas[o.JobID]
-			if d == nil {
-				d = &jobDelta{}
-				deltas[o.JobID] = d
-			}
-			if handOff {
-				// Still PROCESSING, one more attempt begun.
-				res.HandedOff = append(res.HandedOff, o.ItemID)
-			} else {
-				d.counts.Processing--
-				d.counts.Add(o.Status, 1)
-			}
-			d.requests++
-			started := o.StartedAt
-			if started.IsZero() {
-				started = p.Now
-			}
-			attempts = append(attempts, o.ItemID, o.JobID, o.Attempt, o.Stage, nullStr(p.WorkerID), ms(started), now,
-				string(o.Status), nullStr(string(o.ErrorClass)), nullStr(o.Error), o.Duration.Microseconds(), nullJSON(o.Detail), nil)
-			if len(attempts) == attemptsPerInsert*attemptColumns {
-				if _, err := attemptStmt.ExecContext(ctx, attempts...); err != nil {
-					return fmt.Errorf("record attempts: %w", err)
-				}
-				attempts = attempts[:0]
-			}
-		}
-		for len(attempts) > 0 {
-			q, n := attemptOneSQL, 1
-			if len(attempts) >= 10*attemptColumns {
-				q, n = attemptTenSQL, 10
-			}
-			if _, err := s.txExec(ctx, tx, q, attempts[:n*attemptColumns]...); err != nil {
-				return fmt.Errorf("record attempts: %w", err)
-			}
-			attempts = attempts[n*attemptColumns:]
+			return s.applyOutcomes(ctx, rs, p, now, res, deltas)
+		})
+		if err != nil {
+			return err
 		}
 		finished, err := s.applyDeltas(ctx, tx, deltas, now)
 		res.Finished = finished
@@ -157,6 +103,133 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		return nil, fmt.Errorf("complete items: %w", err)
 	}
 	return res, nil
+}
+
+// applyOutcomes writes each outcome under its lease guard and records its
+// attempt, with the driver statements rs, and sums the counter changes in
+// deltas.
+func (s *Store) applyOutcomes(ctx context.Context, rs *rawWrites, p *engine.CompleteItemsParams, now int64,
+	res *engine.CompleteItemsResult, deltas map[int64]*jobDelta) error {
+	// runnable caches whether a job takes hand-offs (its state cannot
+	// change under this write transaction).
+	runnable := map[int64]bool{}
+	worker := driver.Value(nil)
+	if p.WorkerID != "" {
+		worker = p.WorkerID
+	}
+	args := make([]driver.NamedValue, 13)
+	attempts := make([]driver.NamedValue, 0, attemptsPerInsert*attemptColumns)
+	for i := range p.Outcomes {
+		o := &p.Outcomes[i]
+		nextStage, at, err := o.Next(p.Now)
+		if err != nil {
+			return err
+		}
+		runAt := ms(at)
+		handOff := o.WantsHandOff(p.Now)
+		if handOff {
+			ok, seen := runnable[o.JobID]
+			if !seen {
+				if ok, err = rs.jobRunnable(ctx, o.JobID); err != nil {
+					return fmt.Errorf("complete item %d: %w", o.ItemID, err)
+				}
+				runnable[o.JobID] = ok
+			}
+			handOff = ok
+		}
+		var r driver.Result
+		if handOff {
+			r, err = rs.handOff.ExecContext(ctx, values(args[:11], int64(nextStage), textOrNil(o.Result), now, int64(o.Strategy), now,
+				ms(o.LeaseUntil), now, o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
+		} else {
+			// A PENDING item's updated_at is its due time (see the schema).
+			r, err = rs.complete.ExecContext(ctx, values(args, statusCode(o.Status), int64(nextStage), int64(nextStage),
+				textOrNil(o.Result), strOrNil(o.Error), strOrNil(string(o.ErrorClass)), runAt, int64(o.Strategy), runAt,
+				o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
+		}
+		if err != nil {
+			return fmt.Errorf("complete item %d: %w", o.ItemID, err)
+		}
+		if n, _ := r.RowsAffected(); n == 0 {
+			res.Stale = append(res.Stale, o.ItemID)
+			continue
+		}
+		res.Applied++
+		d := deltas[o.JobID]
+		if d == nil {
+			d = &jobDelta{}
+			deltas[o.JobID] = d
+		}
+		if handOff {
+			// Still PROCESSING, one more attempt begun.
+			res.HandedOff = append(res.HandedOff, o.ItemID)
+		} else {
+			d.counts.Processing--
+			d.counts.Add(o.Status, 1)
+		}
+		d.requests++
+		started := o.StartedAt
+		if started.IsZero() {
+			started = p.Now
+		}
+		attempts = appendValues(attempts, o.ItemID, o.JobID, int64(o.Attempt), int64(o.Stage), worker, ms(started), now,
+			string(o.Status), strOrNil(string(o.ErrorClass)), strOrNil(o.Error), o.Duration.Microseconds(), textOrNil(o.Detail), nil)
+		if len(attempts) == attemptsPerInsert*attemptColumns {
+			if _, err := rs.attempts[attemptsPerInsert].ExecContext(ctx, attempts); err != nil {
+				return fmt.Errorf("record attempts: %w", err)
+			}
+			attempts = attempts[:0]
+		}
+	}
+	for len(attempts) > 0 {
+		n := 1
+		if len(attempts) >= 10*attemptColumns {
+			n = 10
+		}
+		chunk := attempts[:n*attemptColumns]
+		for i := range chunk {
+			chunk[i].Ordinal = i + 1
+		}
+		if _, err := rs.attempts[n].ExecContext(ctx, chunk); err != nil {
+			return fmt.Errorf("record attempts: %w", err)
+		}
+		attempts = attempts[n*attemptColumns:]
+	}
+	return nil
+}
+
+// values fills args (its length: the statement's parameter count) with
+// vals as positional driver values.
+func values(args []driver.NamedValue, vals ...driver.Value) []driver.NamedValue {
+	for i, v := range vals {
+		args[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
+	}
+	return args
+}
+
+// appendValues appends vals to args as the next positional values.
+func appendValues(args []driver.NamedValue, vals ...driver.Value) []driver.NamedValue {
+	for _, v := range vals {
+		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
+	}
+	return args
+}
+
+// strOrNil is NULL for "" (nullStr for driver values).
+func strOrNil(s string) driver.Value {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+// textOrNil is NULL for nil JSON, else its text without a copy: the
+// driver copies what it binds.
+func textOrNil(b []byte) driver.Value {
+	if b == nil {
+		return nil
+	}
+	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // jobCountersSQL bumps a job's counters and reads what decides whether it

@@ -99,10 +99,13 @@ type Store struct {
 	closeErr  error
 	// Hot statements, prepared once on the write connection: the large
 	// multi-row ones cost more to parse than to run.
-	attemptMany, completeOne, claim                 *sql.Stmt
-	handOffOne, claimStage0, claimLater, laterStage *sql.Stmt
-	insertJob, enqueueDone, jobByID, insertItem     *sql.Stmt
-	claimJobs, claimTicket, claimJob                *sql.Stmt
+	claim, claimStage0, claimLater, laterStage  *sql.Stmt
+	insertJob, enqueueDone, jobByID, insertItem *sql.Stmt
+	claimJobs, claimTicket, claimJob            *sql.Stmt
+	// raw: the completion's statements on the write pool's driver
+	// connection (rawwrites.go).
+	rawMu sync.Mutex
+	raw   *rawWrites
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -196,8 +199,7 @@ func (s *Store) prepare(ctx context.Context) error {
 		dst **sql.Stmt
 		q   string
 	}{
-		{&s.attemptMany, attemptManySQL},
-		{&s.completeOne, completeItemSQL}, {&s.handOffOne, handOffItemSQL}, {&s.claim, claimItemsSQL},
+		{&s.claim, claimItemsSQL},
 		{&s.claimStage0, claimStage0SQL}, {&s.claimLater, claimLaterSQL}, {&s.laterStage, laterStageSQL},
 		{&s.insertJob, insertJobSQL}, {&s.enqueueDone, enqueueDoneSQL}, {&s.insertItem, insertOneItemSQL},
 		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimTicket, claimTicketSQL}, {&s.claimJob, claimJobSQL},
@@ -241,7 +243,8 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	for _, st := range []*sql.Stmt{s.attemptMany, s.completeOne, s.handOffOne, s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID, s.insertItem,
+	s.closeRaw()
+	for _, st := range []*sql.Stmt{s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID, s.insertItem,
 		s.claimJobs, s.claimTicket, s.claimJob} {
 		if st != nil {
 			st.Close()
