@@ -16,6 +16,7 @@ import (
 type rawWrites struct {
 	conn     any
 	complete driver.StmtExecContext
+	done     driver.StmtExecContext
 	handOff  driver.StmtExecContext
 	runnable driver.StmtQueryContext
 	attempts map[int]driver.StmtExecContext
@@ -63,6 +64,9 @@ func (s *Store) rawStmtsFor(ctx context.Context, dc any) (*rawWrites, error) {
 	}
 	var err error
 	if rw.complete, err = exec(completeItemSQL); err != nil {
+		return nil, err
+	}
+	if rw.done, err = exec(doneItemSQL); err != nil {
 		return nil, err
 	}
 	if rw.handOff, err = exec(handOffItemSQL); err != nil {
