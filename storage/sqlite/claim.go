@@ -196,7 +196,11 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 	if err != nil {
 		return nil, fmt.Errorf("claim items: %w", err)
 	}
-	items, err := s.claimedItems(ctx, &out, p.WorkerID, now, lease)
+	// The claim has committed: its items are read even if ctx ends now,
+	// or they would sit PROCESSING until their leases ran out. Should the
+	// read fail, they do: the reaper gives them back then, as for a worker
+	// that died.
+	items, err := s.claimedItems(context.WithoutCancel(ctx), &out, p.WorkerID, now, lease)
 	if err != nil {
 		return nil, fmt.Errorf("claim items: %w", err)
 	}

@@ -93,11 +93,12 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 		// The transaction holds the connection; Raw borrows it between
 		// two of the transaction's own calls.
 		err := c.Raw(func(dc any) error {
-			rs, err := s.rawStmtsFor(ctx, dc)
+			rw, err := newRawWrites(ctx, dc)
 			if err != nil {
 				return err
 			}
-			return s.applyOutcomes(ctx, rs, p, now, res, deltas)
+			err = applyOutcomes(rw, p, now, res, deltas)
+			return errors.Join(err, rw.close())
 		})
 		if err != nil {
 			return err
@@ -113,9 +114,9 @@ func (s *Store) CompleteItems(ctx context.Context, p *engine.CompleteItemsParams
 }
 
 // applyOutcomes writes each outcome under its lease guard and records its
-// attempt, with the driver statements rs, and sums the counter changes in
+// attempt, with the driver statements rw, and sums the counter changes in
 // deltas.
-func (s *Store) applyOutcomes(ctx context.Context, rs *rawWrites, p *engine.CompleteItemsParams, now int64,
+func applyOutcomes(rw *rawWrites, p *engine.CompleteItemsParams, now int64,
 	res *engine.CompleteItemsResult, deltas map[int64]*jobDelta) error {
 	// runnable caches whether a job takes hand-offs (its state cannot
 	// change under this write transaction).
@@ -137,7 +138,7 @@ func (s *Store) applyOutcomes(ctx context.Context, rs *rawWrites, p *engine.Comp
 		if handOff {
 			ok, seen := runnable[o.JobID]
 			if !seen {
-				if ok, err = rs.jobRunnable(ctx, o.JobID); err != nil {
+				if ok, err = rw.jobRunnable(o.JobID); err != nil {
 					return fmt.Errorf("complete item %d: %w", o.ItemID, err)
 				}
 				runnable[o.JobID] = ok
@@ -146,14 +147,14 @@ func (s *Store) applyOutcomes(ctx context.Context, rs *rawWrites, p *engine.Comp
 		}
 		var r driver.Result
 		if handOff {
-			r, err = rs.handOff.ExecContext(ctx, values(args[:11], int64(nextStage), textOrNil(o.Result), now, int64(o.Strategy), now,
+			r, err = rw.exec(rawHandOff, values(args[:11], int64(nextStage), textOrNil(o.Result), now, int64(o.Strategy), now,
 				ms(o.LeaseUntil), now, o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
 		} else if o.Status == engine.ItemDone && nextStage == o.Stage && o.Error == "" && o.ErrorClass == "" {
-			r, err = rs.done.ExecContext(ctx, values(args[:8], textOrNil(o.Result), runAt, int64(o.Strategy), runAt,
+			r, err = rw.exec(rawDone, values(args[:8], textOrNil(o.Result), runAt, int64(o.Strategy), runAt,
 				o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
 		} else {
 			// A PENDING item's updated_at is its due time (see the schema).
-			r, err = rs.complete.ExecContext(ctx, values(args, statusCode(o.Status), int64(nextStage), int64(nextStage),
+			r, err = rw.exec(rawComplete, values(args, statusCode(o.Status), int64(nextStage), int64(nextStage),
 				textOrNil(o.Result), strOrNil(o.Error), strOrNil(string(o.ErrorClass)), runAt, int64(o.Strategy), runAt,
 				o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
 		}
@@ -185,22 +186,22 @@ func (s *Store) applyOutcomes(ctx context.Context, rs *rawWrites, p *engine.Comp
 		attempts = appendValues(attempts, o.ItemID, o.JobID, int64(o.Attempt), int64(o.Stage), worker, ms(started), now,
 			string(o.Status), strOrNil(string(o.ErrorClass)), strOrNil(o.Error), o.Duration.Microseconds(), textOrNil(o.Detail))
 		if len(attempts) == attemptsPerInsert*attemptColumns {
-			if _, err := rs.attempts[attemptsPerInsert].ExecContext(ctx, attempts); err != nil {
+			if _, err := rw.exec(rawAttemptsMany, attempts); err != nil {
 				return fmt.Errorf("record attempts: %w", err)
 			}
 			attempts = attempts[:0]
 		}
 	}
 	for len(attempts) > 0 {
-		n := 1
+		n, which := 1, rawAttempts1
 		if len(attempts) >= 10*attemptColumns {
-			n = 10
+			n, which = 10, rawAttempts10
 		}
 		chunk := attempts[:n*attemptColumns]
 		for i := range chunk {
 			chunk[i].Ordinal = i + 1
 		}
-		if _, err := rs.attempts[n].ExecContext(ctx, chunk); err != nil {
+		if _, err := rw.exec(which, chunk); err != nil {
 			return fmt.Errorf("record attempts: %w", err)
 		}
 		attempts = attempts[n*attemptColumns:]

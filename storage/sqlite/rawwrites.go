@@ -8,91 +8,90 @@ import (
 	"io"
 )
 
-// rawWrites are the completion's statements prepared on the driver
-// connection of the write pool (CompleteItems runs them without
-// database/sql). The pool has one connection; should it be replaced (a
-// broken connection is discarded), the statements are prepared again on
-// the new one.
+// rawWrites runs the completion's statements on the write connection's
+// driver connection, without database/sql (CompleteItems). Each is
+// prepared on first use within one transaction and finalized at its end,
+// while the connection is surely open: statements kept across
+// transactions would outlive a connection that database/sql discards
+// (after an interrupted statement), and a connection closed with
+// statements left open lingers with its page cache until they are
+// finalized. Preparing costs ~0.15 ms a commit, ~0.15 µs an item in a
+// commit of a thousand.
 type rawWrites struct {
-	conn     any
-	complete driver.StmtExecContext
-	done     driver.StmtExecContext
-	handOff  driver.StmtExecContext
-	runnable driver.StmtQueryContext
-	attempts map[int]driver.StmtExecContext
-	closers  []driver.Stmt
+	ctx   context.Context
+	pc    driver.ConnPrepareContext
+	stmts [numRawStmts]driver.Stmt
 }
 
-// rawStmtsFor returns the statements of driver connection dc, preparing
-// them on first use. Only the write connection's holder calls it.
-func (s *Store) rawStmtsFor(ctx context.Context, dc any) (*rawWrites, error) {
-	s.rawMu.Lock()
-	defer s.rawMu.Unlock()
-	if s.raw != nil && s.raw.conn == dc {
-		return s.raw, nil
-	}
-	if s.raw != nil {
-		// Its connection is gone; so are its statements.
-		s.raw.close()
-		s.raw = nil
-	}
+// The statements of rawWrites.
+const (
+	rawComplete = iota
+	rawDone
+	rawHandOff
+	rawRunnable
+	rawAttempts1
+	rawAttempts10
+	rawAttemptsMany
+	numRawStmts
+)
+
+var rawSQL = [numRawStmts]string{
+	rawComplete:     completeItemSQL,
+	rawDone:         doneItemSQL,
+	rawHandOff:      handOffItemSQL,
+	rawRunnable:     jobRunnableSQL,
+	rawAttempts1:    attemptInsertSQL(1),
+	rawAttempts10:   attemptInsertSQL(10),
+	rawAttemptsMany: attemptInsertSQL(attemptsPerInsert),
+}
+
+// newRawWrites prepares statements on driver connection dc as they are
+// needed; close finalizes them.
+func newRawWrites(ctx context.Context, dc any) (*rawWrites, error) {
 	pc, ok := dc.(driver.ConnPrepareContext)
 	if !ok {
 		return nil, errors.New("the sqlite driver cannot prepare statements with a context")
 	}
-	rw := &rawWrites{conn: dc, attempts: map[int]driver.StmtExecContext{}}
-	prep := func(q string) (driver.Stmt, error) {
-		st, err := pc.PrepareContext(ctx, q)
-		if err != nil {
-			rw.close()
-			return nil, fmt.Errorf("prepare: %w", err)
-		}
-		rw.closers = append(rw.closers, st)
+	return &rawWrites{ctx: ctx, pc: pc}, nil
+}
+
+func (rw *rawWrites) stmt(which int) (driver.Stmt, error) {
+	if st := rw.stmts[which]; st != nil {
 		return st, nil
 	}
-	exec := func(q string) (driver.StmtExecContext, error) {
-		st, err := prep(q)
-		if err != nil {
-			return nil, err
-		}
-		ex, ok := st.(driver.StmtExecContext)
-		if !ok {
-			rw.close()
-			return nil, errors.New("the sqlite driver cannot run statements with a context")
-		}
-		return ex, nil
+	st, err := rw.pc.PrepareContext(rw.ctx, rawSQL[which])
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
 	}
-	var err error
-	if rw.complete, err = exec(completeItemSQL); err != nil {
-		return nil, err
-	}
-	if rw.done, err = exec(doneItemSQL); err != nil {
-		return nil, err
-	}
-	if rw.handOff, err = exec(handOffItemSQL); err != nil {
-		return nil, err
-	}
-	for _, n := range []int{attemptsPerInsert, 10, 1} {
-		if rw.attempts[n], err = exec(attemptInsertSQL(n)); err != nil {
-			return nil, err
-		}
-	}
-	st, err := prep(jobRunnableSQL)
+	rw.stmts[which] = st
+	return st, nil
+}
+
+// exec runs statement which with args.
+func (rw *rawWrites) exec(which int, args []driver.NamedValue) (driver.Result, error) {
+	st, err := rw.stmt(which)
 	if err != nil {
 		return nil, err
 	}
-	if rw.runnable, ok = st.(driver.StmtQueryContext); !ok {
-		rw.close()
-		return nil, errors.New("the sqlite driver cannot run queries with a context")
+	ex, ok := st.(driver.StmtExecContext)
+	if !ok {
+		return nil, errors.New("the sqlite driver cannot run statements with a context")
 	}
-	s.raw = rw
-	return rw, nil
+	return ex.ExecContext(rw.ctx, args)
 }
 
 // jobRunnable tells whether a job still takes new attempts (false for a
 // job that is gone).
-func (rw *rawWrites) jobRunnable(ctx context.Context, jobID int64) (bool, error) {
-	rows, err := rw.runnable.QueryContext(ctx, []driver.NamedValue{{Ordinal: 1, Value: jobID}})
+func (rw *rawWrites) jobRunnable(jobID int64) (bool, error) {
+	st, err := rw.stmt(rawRunnable)
+	if err != nil {
+		return false, err
+	}
+	q, ok := st.(driver.StmtQueryContext)
+	if !ok {
+		return false, errors.New("the sqlite driver cannot run queries with a context")
+	}
+	rows, err := q.QueryContext(rw.ctx, []driver.NamedValue{{Ordinal: 1, Value: jobID}})
 	if err != nil {
 		return false, err
 	}
@@ -108,19 +107,14 @@ func (rw *rawWrites) jobRunnable(ctx context.Context, jobID int64) (bool, error)
 	return n != 0, nil
 }
 
-func (rw *rawWrites) close() {
-	for _, st := range rw.closers {
-		_ = st.Close()
+// close finalizes the statements prepared.
+func (rw *rawWrites) close() error {
+	var errs []error
+	for i, st := range rw.stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+			rw.stmts[i] = nil
+		}
 	}
-	rw.closers = nil
-}
-
-// closeRaw closes the raw statements (before the write pool closes).
-func (s *Store) closeRaw() {
-	s.rawMu.Lock()
-	defer s.rawMu.Unlock()
-	if s.raw != nil {
-		s.raw.close()
-		s.raw = nil
-	}
+	return errors.Join(errs...)
 }

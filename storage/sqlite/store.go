@@ -102,10 +102,6 @@ type Store struct {
 	claim, claimStage0, claimLater, laterStage  *sql.Stmt
 	insertJob, enqueueDone, jobByID, insertItem *sql.Stmt
 	claimJobs, claimTicket, claimJob            *sql.Stmt
-	// raw: the completion's statements on the write pool's driver
-	// connection (rawwrites.go).
-	rawMu sync.Mutex
-	raw   *rawWrites
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -243,7 +239,6 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	s.closeRaw()
 	for _, st := range []*sql.Stmt{s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID, s.insertItem,
 		s.claimJobs, s.claimTicket, s.claimJob} {
 		if st != nil {
