@@ -108,6 +108,10 @@ type Runner struct {
 	// The producer adds, the completer removes, the renewer reads.
 	mu       sync.Mutex
 	inflight map[int64]*inflightItem
+	// awaiting counts the outcomes handed to the completer and not yet
+	// written: their items are in flight but no longer ahead of the
+	// workers (inflightCount).
+	awaiting atomic.Int64
 }
 
 type inflightItem struct {

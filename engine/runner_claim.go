@@ -21,10 +21,12 @@ func (r *Runner) lookAhead(size int) int {
 	return min(size, max(n, r.cfg.Concurrency))
 }
 
-// inflightCount is the claimed items not yet durable, less those parked on a
-// bounded stage (runner_stages.go) up to one claim's worth (size): the
-// producer keeps claiming for the other stages while a bounded stage has a
-// backlog, without hoarding more of it.
+// inflightCount is the claimed items still ahead of the workers: in flight,
+// less those already processed whose outcome awaits its group commit
+// (Runner.awaiting), less those parked on a bounded stage
+// (runner_stages.go) up to one claim's worth (size): the producer keeps
+// claiming for the other stages while a bounded stage has a backlog,
+// without hoarding more of it.
 // The second result counts every item in flight.
 func (r *Runner) inflightCount(size int) (claimable, all int) {
 	r.mu.Lock()
@@ -33,12 +35,17 @@ func (r *Runner) inflightCount(size int) (claimable, all int) {
 	if all == 0 {
 		return 0, 0
 	}
-	return all - min(r.gates.parkedCount(), size), all
+	ahead := all - int(min(max(r.awaiting.Load(), 0), int64(all)))
+	return max(ahead-min(r.gates.parkedCount(), size), 0), all
 }
 
 // produce is the claim loop. It claims only while at most one claim's worth
-// of items is in flight, so claims never run far ahead of the workers, and
-// gives back queued items when the item time rose far (runner_shed.go).
+// of items is ahead of the workers (claimed and not yet processed), so
+// claims never run far ahead of them, and while at most two claims' worth
+// is in flight in all: processed items whose outcomes wait for their group
+// commit do not hold the next claim back (the one write connection then
+// always has a claim or a commit to run). It gives back queued items when
+// the item time rose far (runner_shed.go).
 func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 	var wake <-chan struct{}
 	if r.cfg.Notifier != nil {
@@ -62,7 +69,7 @@ func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 		shed.shed(r, work)
 		size := r.lookAhead(r.claim.Size())
 		n, all := r.inflightCount(size)
-		if claimNow && n <= size {
+		if claimNow && n <= size && all <= 2*size {
 			lastAttempt = time.Now()
 			items, err := r.claimBatch(ctx, size)
 			if err != nil {

@@ -70,6 +70,7 @@ func (r *Runner) flush(batch []Outcome) {
 		delete(r.inflight, o.ItemID)
 	}
 	r.mu.Unlock()
+	r.awaiting.Add(-int64(len(batch)))
 	if err == nil {
 		r.handedOff(batch, res.HandedOff)
 	}

@@ -129,13 +129,20 @@ func stageLimit(st *Stage, concurrency int) int {
 	return limit
 }
 
+// sendOutcome hands o to the completer; until its group commit, o's item
+// is processed but still in flight (Runner.awaiting).
+func (r *Runner) sendOutcome(outcomes chan<- Outcome, o Outcome) {
+	r.awaiting.Add(1)
+	outcomes <- o
+}
+
 // runItem processes it, or parks it when its stage is at its bound; after a
 // bounded item it runs the parked items its slot passes to. stopping items
 // go to unstarted.
 func (r *Runner) runItem(ctx context.Context, it *Item, outcomes chan<- Outcome, stopping func() bool, unstarted func(*Item)) {
 	cp := r.pipes.get(ctx, it.Pipeline)
 	if cp.limits == nil || it.Stage >= len(cp.limits) || cp.limits[it.Stage] == 0 {
-		outcomes <- r.processWith(ctx, it, cp)
+		r.sendOutcome(outcomes, r.processWith(ctx, it, cp))
 		return
 	}
 	g := r.gates.gate(stageKey{it.Pipeline, it.Stage})
@@ -144,7 +151,7 @@ func (r *Runner) runItem(ctx context.Context, it *Item, outcomes chan<- Outcome,
 		return
 	}
 	for {
-		outcomes <- r.processWith(ctx, it, cp)
+		r.sendOutcome(outcomes, r.processWith(ctx, it, cp))
 		next := g.done()
 		if next == nil {
 			return
