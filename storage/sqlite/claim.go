@@ -434,14 +434,15 @@ func (s *Store) ChangeCounter(ctx context.Context) (int64, error) {
 	return v, nil
 }
 
-// QueueSummary reports what is left to do. DONE and FAILED jobs hold no
+// QueueSummary reports what is left to do (an idle runner asks after each
+// empty claim: its reads are prepared once). DONE and FAILED jobs hold no
 // pending or processing items, so only the others are read (by the state
 // index, not the whole history of jobs).
 func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueSummary, error) {
 	var q engine.QueueSummary
 	var pending int64
 	var next sql.NullInt64
-	err := s.r.QueryRowContext(ctx, `SELECT
+	err := cachedReader{s}.QueryRowContext(ctx, `SELECT
 			COALESCE(SUM(CASE WHEN queue_state IN ('QUEUED', 'RUNNING') THEN pending_items END), 0),
 			COALESCE(SUM(processing_items), 0),
 			COALESCE(SUM(queue_state = 'INGESTING'), 0)
@@ -450,7 +451,7 @@ func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueS
 		return nil, fmt.Errorf("queue summary: %w", err)
 	}
 	if pending > 0 {
-		err = s.r.QueryRowContext(ctx, `SELECT count(*) FROM job_items INDEXED BY job_items_job_status_updated
+		err = cachedReader{s}.QueryRowContext(ctx, `SELECT count(*) FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
 			AND status = 0 /* PENDING */ AND updated_at <= ?`, ms(now)).Scan(&q.Due)
 		if err != nil {
@@ -458,7 +459,7 @@ func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueS
 		}
 		q.Later = max(pending-q.Due, 0)
 		if q.Later > 0 {
-			err = s.r.QueryRowContext(ctx, `SELECT min(updated_at) FROM job_items INDEXED BY job_items_job_status_updated
+			err = cachedReader{s}.QueryRowContext(ctx, `SELECT min(updated_at) FROM job_items INDEXED BY job_items_job_status_updated
 				WHERE job_id IN (SELECT id FROM jobs WHERE queue_state IN ('QUEUED', 'RUNNING') AND pending_items > 0)
 				AND status = 0 /* PENDING */ AND updated_at > ?`, ms(now)).Scan(&next)
 			if err != nil {
