@@ -57,9 +57,9 @@ func attemptInsertSQL(n int) string {
 }
 
 // A batch's attempts go in statements of attemptsPerInsert rows, its tail
-// in statements of ten and of one row, all prepared once (rawWrites): a
-// statement of the tail's own size would be parsed for each commit, which
-// costs more than the insert when a commit carries one or a few outcomes.
+// in statements of ten and of one row (rawWrites prepares each on its first
+// use in a transaction): a statement of the tail's own size would be a
+// different statement for almost every commit.
 
 // jobDelta accumulates counter changes of one job within a transaction.
 type jobDelta struct {
