@@ -510,7 +510,7 @@ func (s *Store) ReclaimDeadWorkers(ctx context.Context, p *engine.ReclaimParams)
 		r, err := tx.ExecContext(ctx, `UPDATE job_items SET lease_expires_at = ?
 			WHERE id IN (SELECT i.id FROM jobs j INDEXED BY jobs_runnable
 				JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 1 /* PROCESSING */
-				WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
+				WHERE `+jobsInFlight+`
 				AND i.lease_expires_at > ? AND i.locked_by IN (SELECT worker_id FROM job_workers WHERE last_seen < ?))`,
 			ms(p.Now)-1, ms(p.Now), ms(p.StaleBefore))
 		if err != nil {

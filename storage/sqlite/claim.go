@@ -50,7 +50,7 @@ const laterStageSQL = `SELECT MIN(stage) FROM job_items INDEXED BY job_items_lat
 const stageInFlightSQL = `SELECT i.pipeline, i.stage, count(*)
 	FROM jobs j INDEXED BY jobs_runnable
 	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 1 /* PROCESSING */
-	WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
+	WHERE ` + jobsInFlight + `
 	AND j.pipeline IN (SELECT value FROM json_each(?)) GROUP BY i.pipeline, i.stage`
 
 const (
@@ -70,11 +70,17 @@ const (
 			WHERE job_items.job_id = jobs.id AND status = 0 /* PENDING */ AND updated_at <= ?1)
 		ORDER BY priority DESC, claim_ticket, id LIMIT ?2`
 	claimTicketSQL = `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`
-	// userInFlightSQL reads the PROCESSING items of jobs, to sum per user. Only unfinished
-	// jobs can hold any (DONE jobs have none, FAILED ones never ran), so the
-	// jobs_runnable index bounds the read to them.
-	userInFlightSQL = `SELECT user_id, processing_items FROM jobs INDEXED BY jobs_runnable
-		WHERE queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND processing_items > 0`
+	// jobsInFlight selects the jobs that have items in flight. Only
+	// unfinished jobs can hold any (DONE jobs have none, FAILED ones lost
+	// their rows), so with the jobs_runnable index it reads only them. Its
+	// columns are unqualified: job_items has none of these names.
+	jobsInFlight = `queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND processing_items > 0`
+	// userInFlightSQL reads the PROCESSING items of jobs, to sum per user.
+	userInFlightSQL = `SELECT user_id, processing_items FROM jobs INDEXED BY jobs_runnable WHERE ` + jobsInFlight
+	// inFlightJobsSQL lists the jobs of some users (a JSON array) that have
+	// items in flight.
+	inFlightJobsSQL = `SELECT id FROM jobs INDEXED BY jobs_runnable WHERE ` + jobsInFlight + `
+		AND user_id IN (SELECT value FROM json_each(?))`
 	claimJobSQL = `UPDATE jobs SET pending_items = pending_items - ?, processing_items = processing_items + ?,
 		queue_state = CASE WHEN ? > 0 AND queue_state = 'QUEUED' THEN 'RUNNING' ELSE queue_state END,
 		started_at = CASE WHEN ? > 0 THEN COALESCE(started_at, ?) ELSE started_at END,

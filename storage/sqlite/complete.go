@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unsafe"
 
 	"github.com/sluicehq/sluice/engine"
 )
@@ -121,10 +120,7 @@ func applyOutcomes(rw *rawWrites, p *engine.CompleteItemsParams, now int64,
 	// runnable caches whether a job takes hand-offs (its state cannot
 	// change under this write transaction).
 	runnable := map[int64]bool{}
-	worker := driver.Value(nil)
-	if p.WorkerID != "" {
-		worker = p.WorkerID
-	}
+	worker := strOrNil(p.WorkerID)
 	args := make([]driver.NamedValue, 13)
 	attempts := make([]driver.NamedValue, 0, attemptsPerInsert*attemptColumns)
 	for i := range p.Outcomes {
@@ -147,15 +143,15 @@ func applyOutcomes(rw *rawWrites, p *engine.CompleteItemsParams, now int64,
 		}
 		var r driver.Result
 		if handOff {
-			r, err = rw.exec(rawHandOff, values(args[:11], int64(nextStage), textOrNil(o.Result), now, int64(o.Strategy), now,
+			r, err = rw.exec(rawHandOff, values(args[:11], int64(nextStage), jsonText(o.Result), now, int64(o.Strategy), now,
 				ms(o.LeaseUntil), now, o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
 		} else if o.Status == engine.ItemDone && nextStage == o.Stage && o.Error == "" && o.ErrorClass == "" {
-			r, err = rw.exec(rawDone, values(args[:8], textOrNil(o.Result), runAt, int64(o.Strategy), runAt,
+			r, err = rw.exec(rawDone, values(args[:8], jsonText(o.Result), runAt, int64(o.Strategy), runAt,
 				o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
 		} else {
 			// A PENDING item's updated_at is its due time (see the schema).
 			r, err = rw.exec(rawComplete, values(args, statusCode(o.Status), int64(nextStage), int64(nextStage),
-				textOrNil(o.Result), strOrNil(o.Error), strOrNil(string(o.ErrorClass)), runAt, int64(o.Strategy), runAt,
+				jsonText(o.Result), strOrNil(o.Error), strOrNil(string(o.ErrorClass)), runAt, int64(o.Strategy), runAt,
 				o.ItemID, p.WorkerID, int64(o.Attempt), int64(o.Stage)))
 		}
 		if err != nil {
@@ -184,7 +180,7 @@ func applyOutcomes(rw *rawWrites, p *engine.CompleteItemsParams, now int64,
 			started = p.Now
 		}
 		attempts = appendValues(attempts, o.ItemID, o.JobID, int64(o.Attempt), int64(o.Stage), worker, ms(started), now,
-			string(o.Status), strOrNil(string(o.ErrorClass)), strOrNil(o.Error), o.Duration.Microseconds(), textOrNil(o.Detail))
+			string(o.Status), strOrNil(string(o.ErrorClass)), strOrNil(o.Error), o.Duration.Microseconds(), jsonText(o.Detail))
 		if len(attempts) == attemptsPerInsert*attemptColumns {
 			if _, err := rw.exec(rawAttemptsMany, attempts); err != nil {
 				return fmt.Errorf("record attempts: %w", err)
@@ -232,15 +228,6 @@ func strOrNil(s string) driver.Value {
 		return nil
 	}
 	return s
-}
-
-// textOrNil is NULL for nil JSON, else its text without a copy: the
-// driver copies what it binds.
-func textOrNil(b []byte) driver.Value {
-	if b == nil {
-		return nil
-	}
-	return unsafe.String(unsafe.SliceData(b), len(b))
 }
 
 // jobCountersSQL bumps a job's counters and reads what decides whether it

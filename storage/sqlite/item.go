@@ -208,16 +208,13 @@ func (s *Store) ListItems(ctx context.Context, p *engine.ListItemsParams) (*engi
 	return page, nil
 }
 
-// inFlightJobs lists the jobs of the users that have items in flight
-// (only unfinished jobs can: the jobs_runnable index bounds the read).
+// inFlightJobs lists the jobs of the users that have items in flight.
 func inFlightJobs(ctx context.Context, tx *sql.Tx, users []int64) ([]int64, error) {
 	owners, err := json.Marshal(users)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := tx.QueryContext(ctx, `SELECT id FROM jobs INDEXED BY jobs_runnable
-		WHERE queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND processing_items > 0
-		AND user_id IN (SELECT value FROM json_each(?))`, string(owners))
+	rows, err := tx.QueryContext(ctx, inFlightJobsSQL, string(owners))
 	if err != nil {
 		return nil, fmt.Errorf("jobs with items in flight: %w", err)
 	}

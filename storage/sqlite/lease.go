@@ -14,7 +14,7 @@ import (
 const expiredLeasesSQL = `SELECT i.id, i.job_id, i.attempts, i.stage, i.locked_by, i.locked_at, j.max_attempts
 	FROM jobs j INDEXED BY jobs_runnable
 	JOIN job_items i INDEXED BY job_items_job_status_updated ON i.job_id = j.id AND i.status = 1 /* PROCESSING */
-	WHERE j.queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND j.processing_items > 0
+	WHERE ` + jobsInFlight + `
 	AND i.lease_expires_at < ? LIMIT ?`
 
 // ReapExpiredLeases gives back items whose worker stopped renewing their

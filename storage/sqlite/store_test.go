@@ -96,11 +96,9 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		// Items in flight are not in the global index: every read of them
 		// goes through the jobs that hold any and the per-job index.
 		"stage in flight": {stageInFlightSQL, []any{`["noop"]`}, "job_items_job_status_updated"},
-		"in-flight jobs": {`SELECT id FROM jobs INDEXED BY jobs_runnable
-			WHERE queue_state IN ('QUEUED', 'RUNNING', 'PAUSED', 'CANCELED') AND processing_items > 0
-			AND user_id IN (SELECT value FROM json_each(?))`, []any{"[1]"}, "jobs_runnable"},
-		"expired leases": {expiredLeasesSQL, []any{1, 10}, "job_items_job_status_updated"},
-		"claim ticket":   {`SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`, nil, "jobs_claim_ticket"},
+		"in-flight jobs":  {inFlightJobsSQL, []any{"[1]"}, "jobs_runnable"},
+		"expired leases":  {expiredLeasesSQL, []any{1, 10}, "job_items_job_status_updated"},
+		"claim ticket":    {`SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`, nil, "jobs_claim_ticket"},
 		"queue summary": {`SELECT COALESCE(SUM(processing_items), 0) FROM jobs WHERE queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED', 'CANCELED')`,
 			nil, "jobs_runnable"},
 		"user in flight": {userInFlightSQL, nil, "jobs_runnable"},
