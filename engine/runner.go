@@ -110,7 +110,7 @@ type Runner struct {
 	inflight map[int64]*inflightItem
 	// awaiting counts the outcomes handed to the completer and not yet
 	// written: their items are in flight but no longer ahead of the
-	// workers (inflightCount).
+	// workers (claimWindow).
 	awaiting atomic.Int64
 }
 

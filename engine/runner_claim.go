@@ -21,22 +21,24 @@ func (r *Runner) lookAhead(size int) int {
 	return min(size, max(n, r.cfg.Concurrency))
 }
 
-// inflightCount is the claimed items still ahead of the workers: in flight,
-// less those already processed whose outcome awaits its group commit
-// (Runner.awaiting), less those parked on a bounded stage
-// (runner_stages.go) up to one claim's worth (size): the producer keeps
-// claiming for the other stages while a bounded stage has a backlog,
-// without hoarding more of it.
-// The second result counts every item in flight.
-func (r *Runner) inflightCount(size int) (claimable, all int) {
+// claimWindow tells whether the producer may claim size more items, and
+// how many items are in flight in all. It may while at most one claim's
+// worth is ahead of the workers: in flight, less the items already
+// processed whose outcome awaits its group commit (Runner.awaiting), less
+// those parked on a bounded stage (runner_stages.go) up to one claim's
+// worth (the producer keeps claiming for the other stages while a bounded
+// stage has a backlog, without hoarding more of it); and while at most two
+// claims' worth is in flight in all.
+func (r *Runner) claimWindow(size int) (open bool, all int) {
 	r.mu.Lock()
 	all = len(r.inflight)
 	r.mu.Unlock()
 	if all == 0 {
-		return 0, 0
+		return true, 0
 	}
 	ahead := all - int(min(max(r.awaiting.Load(), 0), int64(all)))
-	return max(ahead-min(r.gates.parkedCount(), size), 0), all
+	ahead = max(ahead-min(r.gates.parkedCount(), size), 0)
+	return ahead <= size && all <= 2*size, all
 }
 
 // produce is the claim loop. It claims only while at most one claim's worth
@@ -68,8 +70,8 @@ func (r *Runner) produce(ctx context.Context, work chan *Item) error {
 		}
 		shed.shed(r, work)
 		size := r.lookAhead(r.claim.Size())
-		n, all := r.inflightCount(size)
-		if claimNow && n <= size && all <= 2*size {
+		open, all := r.claimWindow(size)
+		if claimNow && open {
 			lastAttempt = time.Now()
 			items, err := r.claimBatch(ctx, size)
 			if err != nil {
