@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/sluicehq/sluice/engine"
@@ -69,7 +70,10 @@ const (
 		AND EXISTS (SELECT 1 FROM job_items INDEXED BY job_items_job_status_updated
 			WHERE job_items.job_id = jobs.id AND status = 0 /* PENDING */ AND updated_at <= ?1)
 		ORDER BY priority DESC, claim_ticket, id LIMIT ?2`
-	claimTicketSQL = `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`
+	// lastTicketSQL reads the largest ticket a job that may still be
+	// claimed holds (see ticketClock).
+	lastTicketSQL = `SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs INDEXED BY jobs_runnable
+		WHERE queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED')`
 	// jobsInFlight selects the jobs that have items in flight. Only
 	// unfinished jobs can hold any (DONE jobs have none, FAILED ones lost
 	// their rows), so with the jobs_runnable index it reads only them. Its
@@ -163,11 +167,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			return err
 		}
 		// Each job that gets a share moves to the back of the line with a
-		// fresh ticket (a counter, not a time: clocks can stand still).
-		var ticket int64
-		if err := tx.StmtContext(ctx, s.claimTicket).QueryRowContext(ctx).Scan(&ticket); err != nil {
-			return err
-		}
+		// fresh ticket.
 		claimJob := func(jobID int64, limit int) (int, error) {
 			if b, capped := budget[jobID]; capped {
 				limit = min(limit, b)
@@ -178,7 +178,6 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			if limit <= 0 {
 				return 0, nil
 			}
-			ticket++
 			n, err := s.claimJobItems(ctx, tx, jobID, pipeline[jobID], limit, budgets, p.WorkerID, now, lease, &out)
 			if err != nil {
 				return 0, err
@@ -192,7 +191,7 @@ func (s *Store) ClaimItems(ctx context.Context, p *engine.ClaimItemsParams) ([]*
 			// A job moves to the back of the line also when none of its
 			// items was due, so that jobs waiting only for retries do not
 			// crowd out the others.
-			if _, err := tx.StmtContext(ctx, s.claimJob).ExecContext(ctx, n, n, n, n, now, ticket, n, now, jobID); err != nil {
+			if _, err := tx.StmtContext(ctx, s.claimJob).ExecContext(ctx, n, n, n, n, now, s.tickets.next(), n, now, jobID); err != nil {
 				return 0, err
 			}
 			return n, nil
@@ -475,4 +474,38 @@ func (s *Store) QueueSummary(ctx context.Context, now time.Time) (*engine.QueueS
 		}
 	}
 	return &q, nil
+}
+
+// ticketClock hands out claim tickets. A job's place in the claim line
+// (claim_ticket, smallest first) is the moment it last went to the back of
+// it: microseconds of the wall clock, never less than the last ticket plus
+// one, so that a clock that stands still or steps back still gives rising
+// tickets. Every process that opens the database reads the same clock, so
+// their tickets interleave as their claims do; and each starts above the
+// tickets of the jobs that may still be claimed (Open reads them), so a
+// clock set back across a restart cannot keep those jobs waiting behind
+// the new claims.
+//
+// A counter in the database would do as well but costs its page in every
+// claim and every enqueue that claims (and MAX(claim_ticket) needs an
+// index of its own): each page a commit changes is one more page it writes
+// and syncs.
+type ticketClock struct {
+	mu   sync.Mutex
+	last int64
+}
+
+// seed makes every later ticket larger than t.
+func (c *ticketClock) seed(t int64) {
+	c.mu.Lock()
+	c.last = max(c.last, t)
+	c.mu.Unlock()
+}
+
+// next returns a ticket larger than every ticket it returned before.
+func (c *ticketClock) next() int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.last = max(c.last+1, time.Now().UnixMicro())
+	return c.last
 }

@@ -16,14 +16,22 @@ const enqueueClaimedItemSQL = `INSERT INTO job_items (job_id, user_id, pipeline,
 		status, attempts, locked_by, locked_at, lease_expires_at)
 	VALUES (?, ?, ?, ?, ?, ?, ?, ?, 1 /* PROCESSING */, 1, ?, ?, ?)`
 
-// enqueueClaimedJobSQL finishes the job of a claimed one-item enqueue as
-// enqueueDoneSQL and a claim (claimJobSQL) together would: one item, in
-// flight, the job RUNNING and at the back of the claim line.
-const enqueueClaimedJobSQL = `UPDATE jobs SET total_items = 1, processing_items = 1,
-		first_item_id = ?1, last_item_id = ?1, last_seq = ?2,
-		queue_state = 'RUNNING', started_at = ?3, updated_at = ?3,
-		claim_ticket = (SELECT COALESCE(MAX(claim_ticket), 0) + 1 FROM jobs)
-	WHERE id = ?4 RETURNING ` + jobColumns
+// insertClaimedJobSQL inserts the job of a claimed one-item enqueue as
+// enqueueDoneSQL and a claim (claimJobSQL) together would leave it: one
+// item, in flight (its seq ?15, started at ?16), the job RUNNING and at
+// the back of the claim line (ticket ?17). Written once in its final
+// state, the row puts one entry in each of the jobs' indexes: an insert as
+// INGESTING and an update would move its jobs_runnable entry, often to
+// another page, and each page changed is one more page for the commit to
+// write and sync.
+const insertClaimedJobSQL = `INSERT INTO jobs (user_id, pipeline, name, source, source_ref, file_id, queue_state,
+		priority, max_attempts, request_cap, request_limit, last_heartbeat, created_at, updated_at, dedupe_key,
+		total_items, processing_items, last_seq, started_at, claim_ticket)
+	VALUES (?, ?, ?, ?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?, ?, ?, ?, 1, 1, ?, ?, ?) RETURNING id`
+
+// claimedJobItemSQL records the item of a claimed one-item job (columns
+// no index holds, so only the job's own page changes).
+const claimedJobItemSQL = `UPDATE jobs SET first_item_id = ?1, last_item_id = ?1 WHERE id = ?2 RETURNING ` + jobColumns
 
 // EnqueueJobClaimed is EnqueueJob with the item of a one-item job written
 // as claimed by c.WorkerID (engine.EnqueueClaimer), in the same
@@ -42,7 +50,7 @@ func (s *Store) EnqueueJobClaimed(ctx context.Context, p *engine.EnqueueJobParam
 	var job *engine.Job
 	var itemID int64
 	err := s.tx(ctx, func(tx *sql.Tx) error {
-		id, err := s.insertJobRow(ctx, tx, &p.Job)
+		id, err := s.insertJobAs(ctx, tx, s.insertClaimedJob, &p.Job, ni.Seq, now, s.tickets.next())
 		if err != nil {
 			return err
 		}
@@ -54,7 +62,7 @@ func (s *Store) EnqueueJobClaimed(ctx context.Context, p *engine.EnqueueJobParam
 		if itemID, err = r.LastInsertId(); err != nil {
 			return err
 		}
-		job, err = scanJob(s.txQueryRow(ctx, tx, enqueueClaimedJobSQL, itemID, ni.Seq, now, id))
+		job, err = scanJob(s.txQueryRow(ctx, tx, claimedJobItemSQL, itemID, id))
 		return err
 	})
 	if err != nil {

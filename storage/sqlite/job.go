@@ -387,6 +387,13 @@ const insertJobSQL = `INSERT INTO jobs (user_id, pipeline, name, source, source_
 
 // insertJobRow inserts a job row in state INGESTING and returns its id.
 func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int64, error) {
+	return s.insertJobAs(ctx, tx, s.insertJob, p)
+}
+
+// insertJobAs inserts a job row with the statement ins, whose first
+// fourteen parameters are insertJobSQL's and whose further ones are extra,
+// and returns its id.
+func (s *Store) insertJobAs(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, p *engine.CreateJobParams, extra ...any) (int64, error) {
 	maxAttempts := p.MaxAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = 5
@@ -402,10 +409,10 @@ func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJo
 	if err := s.checkDedupe(ctx, tx, p); err != nil {
 		return 0, err
 	}
+	args := append([]any{p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
+		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now), nullStr(p.DedupeKey)}, extra...)
 	var id int64
-	err := tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx,
-		p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
-		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now), nullStr(p.DedupeKey)).Scan(&id)
+	err := tx.StmtContext(ctx, ins).QueryRowContext(ctx, args...).Scan(&id)
 	if err != nil && p.DedupeKey != "" && strings.Contains(err.Error(), "UNIQUE constraint failed") {
 		return 0, engine.ErrDuplicate
 	}

@@ -71,7 +71,7 @@ func (c *stmtCache) lookup(query string) *sql.Stmt {
 // (see prepare) and run by txExec and txQueryRow.
 var writeCachedSQL = []string{fireDueSQL, fireEventSQL, fireResultSQL, fireManySQL, appendEventSQL, markEventDoneSQL,
 	dedupeActiveSQL, dedupeWindowSQL, activeDedupeSQL, jobCountersSQL,
-	enqueueClaimedItemSQL, enqueueClaimedJobSQL}
+	enqueueClaimedItemSQL, claimedJobItemSQL}
 
 // txExec runs a statement prepared at open in tx (unprepared when it is
 // not one of writeCachedSQL).

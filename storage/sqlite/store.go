@@ -99,9 +99,11 @@ type Store struct {
 	closeErr  error
 	// Hot statements, prepared once on the write connection: the large
 	// multi-row ones cost more to parse than to run.
-	claim, claimStage0, claimLater, laterStage  *sql.Stmt
-	insertJob, enqueueDone, jobByID, insertItem *sql.Stmt
-	claimJobs, claimTicket, claimJob            *sql.Stmt
+	claim, claimStage0, claimLater, laterStage                    *sql.Stmt
+	insertJob, insertClaimedJob, enqueueDone, jobByID, insertItem *sql.Stmt
+	claimJobs, claimJob                                           *sql.Stmt
+	// tickets hands out the claim line's tickets (claim.go).
+	tickets ticketClock
 }
 
 // Open opens (creating if needed) the database file at path, applies the
@@ -152,6 +154,12 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 		w.Close()
 		return nil, err
 	}
+	var last int64
+	if err := w.QueryRowContext(ctx, lastTicketSQL).Scan(&last); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("read the claim line: %w", err)
+	}
+	s.tickets.seed(last)
 
 	r, err := sql.Open("sqlite", dsn(path, []string{
 		fmt.Sprintf("busy_timeout(%d)", busy),
@@ -197,8 +205,8 @@ func (s *Store) prepare(ctx context.Context) error {
 	}{
 		{&s.claim, claimItemsSQL},
 		{&s.claimStage0, claimStage0SQL}, {&s.claimLater, claimLaterSQL}, {&s.laterStage, laterStageSQL},
-		{&s.insertJob, insertJobSQL}, {&s.enqueueDone, enqueueDoneSQL}, {&s.insertItem, insertOneItemSQL},
-		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimTicket, claimTicketSQL}, {&s.claimJob, claimJobSQL},
+		{&s.insertJob, insertJobSQL}, {&s.insertClaimedJob, insertClaimedJobSQL}, {&s.enqueueDone, enqueueDoneSQL}, {&s.insertItem, insertOneItemSQL},
+		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimJob, claimJobSQL},
 	} {
 		st, err := s.w.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -239,8 +247,8 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	for _, st := range []*sql.Stmt{s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID, s.insertItem,
-		s.claimJobs, s.claimTicket, s.claimJob} {
+	for _, st := range []*sql.Stmt{s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.insertClaimedJob, s.enqueueDone, s.jobByID, s.insertItem,
+		s.claimJobs, s.claimJob} {
 		if st != nil {
 			st.Close()
 		}

@@ -98,7 +98,7 @@ func TestHotQueriesUseIndexes(t *testing.T) {
 		"stage in flight": {stageInFlightSQL, []any{`["noop"]`}, "job_items_job_status_updated"},
 		"in-flight jobs":  {inFlightJobsSQL, []any{"[1]"}, "jobs_runnable"},
 		"expired leases":  {expiredLeasesSQL, []any{1, 10}, "job_items_job_status_updated"},
-		"claim ticket":    {`SELECT COALESCE(MAX(claim_ticket), 0) FROM jobs`, nil, "jobs_claim_ticket"},
+		"last ticket":     {lastTicketSQL, nil, "jobs_runnable"},
 		"queue summary": {`SELECT COALESCE(SUM(processing_items), 0) FROM jobs WHERE queue_state IN ('INGESTING', 'QUEUED', 'RUNNING', 'PAUSED', 'CANCELED')`,
 			nil, "jobs_runnable"},
 		"user in flight": {userInFlightSQL, nil, "jobs_runnable"},

@@ -178,6 +178,18 @@ func TestCopyInterruptedAndResumed(t *testing.T) {
 	u, err := dst.CreateUser(t.Context(), &engine.CreateUserParams{Name: "bob", Role: engine.RoleUser, Now: now})
 	require.NoError(t, err)
 	require.Equal(t, int64(3), u.ID)
+
+	// The claim line carries over: the job never claimed goes first, then
+	// the one the appliance claimed (its ticket, copied, is below every
+	// ticket the target hands out from now on), and they take turns.
+	var order []int64
+	for range 4 {
+		items, err := dst.ClaimItems(t.Context(), &engine.ClaimItemsParams{WorkerID: "w2", Limit: 1, MaxJobs: 1, LeaseFor: time.Minute, Now: now.Add(time.Minute)})
+		require.NoError(t, err)
+		require.Len(t, items, 1)
+		order = append(order, items[0].JobID)
+	}
+	require.Equal(t, []int64{f.jobs[1].ID, f.jobs[0].ID, f.jobs[1].ID, f.jobs[0].ID}, order)
 }
 
 func sumExcept(m map[string]int64, skip string) int64 {

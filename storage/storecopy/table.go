@@ -342,6 +342,13 @@ func (c *copier) fixSequences() error {
 			return fmt.Errorf("move the id sequence of %s: %w", t.Name, err)
 		}
 	}
+	// The claim line's tickets too: PostgreSQL hands them out from a
+	// sequence, and a copied job whose ticket is above it would wait
+	// behind every job claimed on the new store until the sequence got
+	// there.
+	if _, err := c.dst.Exec(c.ctx, `SELECT setval('claim_tickets', GREATEST((SELECT max(claim_ticket) FROM jobs), 1))`); err != nil {
+		return fmt.Errorf("move the claim tickets' sequence: %w", err)
+	}
 	return nil
 }
 
