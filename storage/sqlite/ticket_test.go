@@ -88,8 +88,14 @@ func TestEnqueueClaimedPages(t *testing.T) {
 	for range 300 {
 		enqueue()
 	}
-	_, err := s.w.ExecContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)")
-	require.NoError(t, err)
+	// Empty the WAL. The store's background checkpointer may hold the
+	// checkpoint at that moment (the result says busy): try again.
+	require.Eventually(t, func() bool {
+		var busy, frames, done int
+		err := s.w.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &frames, &done)
+		require.NoError(t, err)
+		return busy == 0 && frames == 0
+	}, 10*time.Second, 10*time.Millisecond)
 	enqueue()
 
 	wal, err := os.ReadFile(path + "-wal")
