@@ -332,7 +332,7 @@ func (s *Store) FireTriggers(ctx context.Context, fires []engine.Fire, now time.
 			if key, window := f.Dedupe(); f.MakesJob() && key != "" {
 				dup = active[key]
 				if !dup && window > 0 {
-					err := s.checkDedupe(ctx, tx, &engine.CreateJobParams{DedupeKey: key, DedupeWindow: window, Now: now})
+					err := checkDedupe(&engine.CreateJobParams{DedupeKey: key, DedupeWindow: window, Now: now}, s.txProbe(ctx, tx))
 					if err != nil && !errors.Is(err, engine.ErrDuplicate) {
 						return err
 					}

@@ -387,13 +387,17 @@ const insertJobSQL = `INSERT INTO jobs (user_id, pipeline, name, source, source_
 
 // insertJobRow inserts a job row in state INGESTING and returns its id.
 func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) (int64, error) {
-	return s.insertJobAs(ctx, tx, s.insertJob, p)
+	if err := checkDedupe(p, s.txProbe(ctx, tx)); err != nil {
+		return 0, err
+	}
+	var id int64
+	err := tx.StmtContext(ctx, s.insertJob).QueryRowContext(ctx, jobRow(p)...).Scan(&id)
+	return id, insertJobErr(p, err)
 }
 
-// insertJobAs inserts a job row with the statement ins, whose first
-// fourteen parameters are insertJobSQL's and whose further ones are extra,
-// and returns its id.
-func (s *Store) insertJobAs(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, p *engine.CreateJobParams, extra ...any) (int64, error) {
+// jobRow is the values of insertJobSQL's fourteen parameters for p, as
+// database/sql and the driver both take them.
+func jobRow(p *engine.CreateJobParams) []any {
 	maxAttempts := p.MaxAttempts
 	if maxAttempts <= 0 {
 		maxAttempts = 5
@@ -402,21 +406,21 @@ func (s *Store) insertJobAs(ctx context.Context, tx *sql.Tx, ins *sql.Stmt, p *e
 	if source == "" {
 		source = "manual"
 	}
-	var fileID sql.NullInt64
+	var fileID any
 	if p.FileID != 0 {
-		fileID = sql.NullInt64{Int64: p.FileID, Valid: true}
+		fileID = p.FileID
 	}
-	if err := s.checkDedupe(ctx, tx, p); err != nil {
-		return 0, err
-	}
-	args := append([]any{p.UserID, p.Pipeline, p.Name, source, nullStr(p.SourceRef), fileID, p.Priority, maxAttempts,
-		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now), nullStr(p.DedupeKey)}, extra...)
-	var id int64
-	err := tx.StmtContext(ctx, ins).QueryRowContext(ctx, args...).Scan(&id)
+	return []any{p.UserID, p.Pipeline, p.Name, source, strOrNil(p.SourceRef), fileID, int64(p.Priority), int64(maxAttempts),
+		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now), strOrNil(p.DedupeKey)}
+}
+
+// insertJobErr is the error of a job's insert: ErrDuplicate when the
+// unique index of unfinished jobs' dedupe keys refused it.
+func insertJobErr(p *engine.CreateJobParams, err error) error {
 	if err != nil && p.DedupeKey != "" && strings.Contains(err.Error(), "UNIQUE constraint failed") {
-		return 0, engine.ErrDuplicate
+		return engine.ErrDuplicate
 	}
-	return id, err
+	return err
 }
 
 // The dedupe probes: an unfinished job with the key (the partial unique
@@ -427,14 +431,23 @@ const (
 	dedupeWindowSQL = `SELECT 1 FROM jobs WHERE dedupe_key = ? AND created_at > ? LIMIT 1`
 )
 
+// txProbe runs one-row queries in tx for checkDedupe.
+func (s *Store) txProbe(ctx context.Context, tx *sql.Tx) func(query string, args ...any) error {
+	return func(query string, args ...any) error {
+		var one int
+		return s.txQueryRow(ctx, tx, query, args...).Scan(&one)
+	}
+}
+
 // checkDedupe returns ErrDuplicate when another job holds p.DedupeKey: it is
-// unfinished, or was created within p.DedupeWindow before p.Now.
-func (s *Store) checkDedupe(ctx context.Context, tx *sql.Tx, p *engine.CreateJobParams) error {
+// unfinished, or was created within p.DedupeWindow before p.Now. probe runs
+// a one-row query in the caller's transaction: nil when it found a row,
+// sql.ErrNoRows when not.
+func checkDedupe(p *engine.CreateJobParams, probe func(query string, args ...any) error) error {
 	if p.DedupeKey == "" {
 		return nil
 	}
-	var one int
-	err := s.txQueryRow(ctx, tx, dedupeActiveSQL, p.DedupeKey).Scan(&one)
+	err := probe(dedupeActiveSQL, p.DedupeKey)
 	if err == nil {
 		return engine.ErrDuplicate
 	}
@@ -444,7 +457,7 @@ func (s *Store) checkDedupe(ctx context.Context, tx *sql.Tx, p *engine.CreateJob
 	if p.DedupeWindow <= 0 {
 		return nil
 	}
-	err = s.txQueryRow(ctx, tx, dedupeWindowSQL, p.DedupeKey, ms(p.Now.Add(-p.DedupeWindow))).Scan(&one)
+	err = probe(dedupeWindowSQL, p.DedupeKey, ms(p.Now.Add(-p.DedupeWindow)))
 	if err == nil {
 		return engine.ErrDuplicate
 	}

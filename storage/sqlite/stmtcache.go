@@ -70,8 +70,7 @@ func (c *stmtCache) lookup(query string) *sql.Stmt {
 // writeCachedSQL are the write-connection statements prepared at open
 // (see prepare) and run by txExec and txQueryRow.
 var writeCachedSQL = []string{fireDueSQL, fireEventSQL, fireResultSQL, fireManySQL, appendEventSQL, markEventDoneSQL,
-	dedupeActiveSQL, dedupeWindowSQL, activeDedupeSQL, jobCountersSQL,
-	enqueueClaimedItemSQL, claimedJobItemSQL}
+	dedupeActiveSQL, dedupeWindowSQL, activeDedupeSQL, jobCountersSQL}
 
 // txExec runs a statement prepared at open in tx (unprepared when it is
 // not one of writeCachedSQL).

@@ -99,9 +99,9 @@ type Store struct {
 	closeErr  error
 	// Hot statements, prepared once on the write connection: the large
 	// multi-row ones cost more to parse than to run.
-	claim, claimStage0, claimLater, laterStage                    *sql.Stmt
-	insertJob, insertClaimedJob, enqueueDone, jobByID, insertItem *sql.Stmt
-	claimJobs, claimJob                                           *sql.Stmt
+	claim, claimStage0, claimLater, laterStage  *sql.Stmt
+	insertJob, enqueueDone, jobByID, insertItem *sql.Stmt
+	claimJobs, claimJob                         *sql.Stmt
 	// tickets hands out the claim line's tickets (claim.go).
 	tickets ticketClock
 }
@@ -125,7 +125,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	f.Close()
 
 	busy := opts.BusyTimeout.Milliseconds()
-	w, err := sql.Open("sqlite", dsn(path, []string{
+	wc, err := newWriteConnector(dsn(path, []string{
 		fmt.Sprintf("busy_timeout(%d)", busy),
 		"journal_mode(WAL)",
 		"synchronous(" + opts.Synchronous + ")",
@@ -138,6 +138,7 @@ func Open(ctx context.Context, path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
 	}
+	w := sql.OpenDB(wc)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
@@ -205,7 +206,7 @@ func (s *Store) prepare(ctx context.Context) error {
 	}{
 		{&s.claim, claimItemsSQL},
 		{&s.claimStage0, claimStage0SQL}, {&s.claimLater, claimLaterSQL}, {&s.laterStage, laterStageSQL},
-		{&s.insertJob, insertJobSQL}, {&s.insertClaimedJob, insertClaimedJobSQL}, {&s.enqueueDone, enqueueDoneSQL}, {&s.insertItem, insertOneItemSQL},
+		{&s.insertJob, insertJobSQL}, {&s.enqueueDone, enqueueDoneSQL}, {&s.insertItem, insertOneItemSQL},
 		{&s.jobByID, jobByIDSQL}, {&s.claimJobs, claimJobsSQL}, {&s.claimJob, claimJobSQL},
 	} {
 		st, err := s.w.PrepareContext(ctx, p.q)
@@ -247,7 +248,7 @@ func (s *Store) close() error {
 	if s.r != nil {
 		errs = append(errs, s.r.Close())
 	}
-	for _, st := range []*sql.Stmt{s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.insertClaimedJob, s.enqueueDone, s.jobByID, s.insertItem,
+	for _, st := range []*sql.Stmt{s.claim, s.claimStage0, s.claimLater, s.laterStage, s.insertJob, s.enqueueDone, s.jobByID, s.insertItem,
 		s.claimJobs, s.claimJob} {
 		if st != nil {
 			st.Close()

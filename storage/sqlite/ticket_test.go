@@ -76,14 +76,7 @@ func TestEnqueueClaimedPages(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, path := open(t)
-	enqueue := func() {
-		_, it, err := s.EnqueueJobClaimed(ctx, &engine.EnqueueJobParams{
-			Job:   engine.CreateJobParams{UserID: 1, Pipeline: "noop", Now: time.Now()},
-			Items: []engine.NewItem{{Seq: 1, Input: []byte(`{"t":"1"}`), Normalized: []byte(`{"t":"1"}`)}},
-		}, &engine.EnqueueClaim{WorkerID: "w", LeaseFor: time.Minute})
-		require.NoError(t, err)
-		require.NotNil(t, it)
-	}
+	enqueue := func() { enqueueOneClaimed(t, s) }
 	// Enough jobs that the indexes span several pages.
 	for range 300 {
 		enqueue()
@@ -121,4 +114,16 @@ func TestEnqueueClaimedPages(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"jobs", "jobs_user_created", "jobs_runnable", "sqlite_sequence",
 		"job_items", "job_items_job_status_updated"}, trees, "pages %v", pages)
+}
+
+// enqueueOneClaimed enqueues a one-item job with its item claimed by
+// worker "w".
+func enqueueOneClaimed(t *testing.T, s *Store) {
+	t.Helper()
+	_, it, err := s.EnqueueJobClaimed(context.Background(), &engine.EnqueueJobParams{
+		Job:   engine.CreateJobParams{UserID: 1, Pipeline: "noop", Now: time.Now()},
+		Items: []engine.NewItem{{Seq: 1, Input: []byte(`{"t":"1"}`), Normalized: []byte(`{"t":"1"}`)}},
+	}, &engine.EnqueueClaim{WorkerID: "w", LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.NotNil(t, it)
 }

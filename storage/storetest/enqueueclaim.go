@@ -17,6 +17,7 @@ var enqueueClaimTests = []subtest{
 	{"CompleteAndReap", testEnqueueClaimedCompleteAndReap},
 	{"BackOfTheClaimLine", testEnqueueClaimedBackOfLine},
 	{"OtherShapesPlain", testEnqueueClaimedOtherShapes},
+	{"Dedupe", testEnqueueClaimedDedupe},
 }
 
 // claimer returns the store as an EnqueueClaimer, or skips: the capability
@@ -150,4 +151,38 @@ func testEnqueueClaimedOtherShapes(t *testing.T, e *env) {
 	require.Equal(t, engine.JobDone, skipped.State)
 	require.Equal(t, engine.ItemCounts{Skipped: 1}, skipped.Counts)
 	require.Len(t, e.claim("w2", 10), 2)
+}
+
+// testEnqueueClaimedDedupe: a dedupe key held by an unfinished job, or by
+// a job created within the window, refuses the enqueue (ErrDuplicate) and
+// stores nothing; once the job is done and the window has passed, the key
+// is free again.
+func testEnqueueClaimedDedupe(t *testing.T, e *env) {
+	ec := e.claimer()
+	enqueue := func(window time.Duration) (*engine.Job, *engine.Item, error) {
+		return ec.EnqueueJobClaimed(e.ctx, &engine.EnqueueJobParams{
+			Job: engine.CreateJobParams{UserID: e.user.ID, Pipeline: engine.DefaultPipeline, Name: "keyed", Source: "api",
+				DedupeKey: "order-7", DedupeWindow: window, Now: e.now()},
+			Items: rows(1, 1),
+		}, &engine.EnqueueClaim{WorkerID: "w1", LeaseFor: defaultLease})
+	}
+	first, it, err := enqueue(0)
+	require.NoError(t, err)
+	require.NotNil(t, it, "the first is claimed")
+
+	_, _, err = enqueue(0)
+	require.ErrorIs(t, err, engine.ErrDuplicate, "the key is held by an unfinished job")
+	jobs, err := e.s.ListJobs(e.ctx, &engine.ListJobsParams{Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "the refused enqueue stored nothing")
+
+	_, err = e.s.CompleteItems(e.ctx, &engine.CompleteItemsParams{WorkerID: "w1", Now: e.now(), Outcomes: []engine.Outcome{
+		{ItemID: it.ID, JobID: first.ID, Attempt: it.Attempts, Status: engine.ItemDone, Result: it.Normalized, StartedAt: e.now()}}})
+	require.NoError(t, err)
+	_, _, err = enqueue(time.Hour)
+	require.ErrorIs(t, err, engine.ErrDuplicate, "the key was used within the window")
+	again, it, err := enqueue(0)
+	require.NoError(t, err, "done and no window: the key is free")
+	require.NotNil(t, it)
+	require.NotEqual(t, first.ID, again.ID)
 }
