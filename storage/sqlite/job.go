@@ -398,20 +398,25 @@ func (s *Store) insertJobRow(ctx context.Context, tx *sql.Tx, p *engine.CreateJo
 // jobRow is the values of insertJobSQL's fourteen parameters for p, as
 // database/sql and the driver both take them.
 func jobRow(p *engine.CreateJobParams) []any {
-	maxAttempts := p.MaxAttempts
-	if maxAttempts <= 0 {
-		maxAttempts = 5
-	}
-	source := p.Source
-	if source == "" {
-		source = "manual"
-	}
+	source, maxAttempts := jobDefaults(p)
 	var fileID any
 	if p.FileID != 0 {
 		fileID = p.FileID
 	}
 	return []any{p.UserID, p.Pipeline, p.Name, source, strOrNil(p.SourceRef), fileID, int64(p.Priority), int64(maxAttempts),
 		max(p.RequestCap, 0), max(p.RequestCap, 0), ms(p.Now), ms(p.Now), ms(p.Now), strOrNil(p.DedupeKey)}
+}
+
+// jobDefaults are the source and max attempts a job of p is stored with.
+func jobDefaults(p *engine.CreateJobParams) (source string, maxAttempts int) {
+	source, maxAttempts = p.Source, p.MaxAttempts
+	if source == "" {
+		source = "manual"
+	}
+	if maxAttempts <= 0 {
+		maxAttempts = 5
+	}
+	return source, maxAttempts
 }
 
 // insertJobErr is the error of a job's insert: ErrDuplicate when the

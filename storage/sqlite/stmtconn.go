@@ -120,21 +120,6 @@ func (c *stmtConn) queryRow(ctx context.Context, query string, args []any, dest 
 	return scanValues(vals, dest)
 }
 
-// rawRow is a one-row query of a stmtConn, scanned later (a scanner).
-type rawRow struct {
-	c     *stmtConn
-	ctx   context.Context
-	query string
-	args  []any
-}
-
-func (r rawRow) Scan(dest ...any) error { return r.c.queryRow(r.ctx, r.query, r.args, dest...) }
-
-// row is query with args, to scan.
-func (c *stmtConn) row(ctx context.Context, query string, args ...any) rawRow {
-	return rawRow{c: c, ctx: ctx, query: query, args: args}
-}
-
 // probe runs one-row queries on the connection for checkDedupe.
 func (c *stmtConn) probe(ctx context.Context) func(query string, args ...any) error {
 	return func(query string, args ...any) error {

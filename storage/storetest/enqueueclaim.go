@@ -55,6 +55,7 @@ func testEnqueueClaimedLikeClaim(t *testing.T, e *env) {
 
 	j, got := e.enqueueClaimed("w1", "direct", rows(1, 1))
 	require.NotNil(t, got, "the one PENDING item was claimed")
+	require.Equal(t, e.job(j.ID), j, "the job returned is the job stored")
 	require.Equal(t, engine.JobRunning, j.State)
 	require.Equal(t, engine.ItemCounts{Processing: 1}, j.Counts)
 	require.EqualValues(t, 1, j.TotalItems)
