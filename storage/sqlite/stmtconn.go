@@ -92,39 +92,27 @@ func (c *stmtConn) exec(ctx context.Context, query string, args ...any) (driver.
 	return st.(driver.StmtExecContext).ExecContext(ctx, namedValues(args))
 }
 
-// queryRow runs query (prepared once) with args (driver values) and scans
-// its first row into dest, as sql.Row.Scan would; sql.ErrNoRows when there
-// is none.
-func (c *stmtConn) queryRow(ctx context.Context, query string, args []any, dest ...any) error {
-	st, err := c.stmt(ctx, query)
-	if err != nil {
-		return err
-	}
-	rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, namedValues(args))
-	if err != nil {
-		return err
-	}
-	vals := make([]driver.Value, len(rows.Columns()))
-	err = rows.Next(vals)
-	// Closing resets the statement, which is what ends a write RETURNING
-	// rows; its error is the statement's.
-	if cerr := rows.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+// probe runs one-row queries on the connection for checkDedupe: nil when
+// the query found a row, sql.ErrNoRows when not.
+func (c *stmtConn) probe(ctx context.Context) func(query string, args ...any) error {
+	return func(query string, args ...any) error {
+		st, err := c.stmt(ctx, query)
+		if err != nil {
+			return err
+		}
+		rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, namedValues(args))
+		if err != nil {
+			return err
+		}
+		err = rows.Next(make([]driver.Value, len(rows.Columns())))
+		// Closing resets the statement; its error is the statement's.
+		if cerr := rows.Close(); err == nil {
+			err = cerr
+		}
 		if errors.Is(err, io.EOF) {
 			return sql.ErrNoRows
 		}
 		return err
-	}
-	return scanValues(vals, dest)
-}
-
-// probe runs one-row queries on the connection for checkDedupe.
-func (c *stmtConn) probe(ctx context.Context) func(query string, args ...any) error {
-	return func(query string, args ...any) error {
-		var one int
-		return c.queryRow(ctx, query, args, &one)
 	}
 }
 
@@ -179,45 +167,4 @@ func (s *Store) rawTx(ctx context.Context, fn func(wc *stmtConn) error) error {
 		}
 		return nil
 	})
-}
-
-// scanValues stores a row's driver values in dest, for the kinds of
-// destination the store scans into: integers, strings, and sql.Scanners
-// (sql.NullString, sql.NullInt64, ...).
-func scanValues(vals []driver.Value, dest []any) error {
-	if len(vals) != len(dest) {
-		return fmt.Errorf("scan: %d columns into %d destinations", len(vals), len(dest))
-	}
-	for i, v := range vals {
-		switch d := dest[i].(type) {
-		case sql.Scanner:
-			if err := d.Scan(v); err != nil {
-				return fmt.Errorf("scan column %d: %w", i, err)
-			}
-		case *int64:
-			n, ok := v.(int64)
-			if !ok {
-				return fmt.Errorf("scan column %d: %T is not an integer", i, v)
-			}
-			*d = n
-		case *int:
-			n, ok := v.(int64)
-			if !ok {
-				return fmt.Errorf("scan column %d: %T is not an integer", i, v)
-			}
-			*d = int(n)
-		case *string:
-			switch s := v.(type) {
-			case string:
-				*d = s
-			case []byte:
-				*d = string(s)
-			default:
-				return fmt.Errorf("scan column %d: %T is not text", i, v)
-			}
-		default:
-			return fmt.Errorf("scan column %d: cannot scan into %T", i, d)
-		}
-	}
-	return nil
 }
