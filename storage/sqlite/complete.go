@@ -215,7 +215,7 @@ func values(args []driver.NamedValue, vals ...driver.Value) []driver.NamedValue 
 }
 
 // appendValues appends vals to args as the next positional values.
-func appendValues(args []driver.NamedValue, vals ...driver.Value) []driver.NamedValue {
+func appendValues(args []driver.NamedValue, vals ...any) []driver.NamedValue {
 	for _, v := range vals {
 		args = append(args, driver.NamedValue{Ordinal: len(args) + 1, Value: v})
 	}

@@ -89,7 +89,7 @@ func (c *stmtConn) exec(ctx context.Context, query string, args ...any) (driver.
 	if err != nil {
 		return nil, err
 	}
-	return st.(driver.StmtExecContext).ExecContext(ctx, namedValues(args))
+	return st.(driver.StmtExecContext).ExecContext(ctx, appendValues(nil, args...))
 }
 
 // probe runs one-row queries on the connection for checkDedupe: nil when
@@ -100,7 +100,7 @@ func (c *stmtConn) probe(ctx context.Context) func(query string, args ...any) er
 		if err != nil {
 			return err
 		}
-		rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, namedValues(args))
+		rows, err := st.(driver.StmtQueryContext).QueryContext(ctx, appendValues(nil, args...))
 		if err != nil {
 			return err
 		}
@@ -114,14 +114,6 @@ func (c *stmtConn) probe(ctx context.Context) func(query string, args ...any) er
 		}
 		return err
 	}
-}
-
-func namedValues(args []any) []driver.NamedValue {
-	out := make([]driver.NamedValue, len(args))
-	for i, v := range args {
-		out[i] = driver.NamedValue{Ordinal: i + 1, Value: v}
-	}
-	return out
 }
 
 // Close finalizes the cached statements, then closes the connection.
